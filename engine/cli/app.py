@@ -1,0 +1,103 @@
+"""``main.py`` calls :func:`main`. Exit codes: 0 ok, 1 a job failed, 2 config or usage error.
+
+The last line on stdout is always a one-line JSON summary of the run; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import traceback
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NoReturn
+
+from engine.config import AppConfig, run_app
+from engine.errors import EXIT_JOB_FAILED, EXIT_OK, ConfigError, EngineError
+
+log = logging.getLogger("engine")
+MODES = ("run", "validate")
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    sys.exit(run_app(sys.argv[1:] if argv is None else argv, run_task))
+
+
+def run_task(app: AppConfig) -> int:
+    """One composed run: compile, start Spark, validate or run, print the summary."""
+    debug = bool(app.data.get("debug"))
+    _configure_logging(debug)
+    started = time.monotonic()
+    run_id = new_run_id()
+    job = app.job_choice or "?"
+    try:
+        summary = _execute(app, run_id)
+        code = EXIT_OK if summary["status"] in ("SUCCEEDED", "VALID") else EXIT_JOB_FAILED
+    except EngineError as exc:
+        if isinstance(exc, ConfigError):
+            exc.in_file(app.job_file)
+        _report(exc, debug)
+        summary = {"run_id": run_id, "job": job, "status": "CONFIG_ERROR" if isinstance(exc, ConfigError) else "FAILED", "message": str(exc)}
+        code = exc.exit_code
+    except Exception as exc:  # an unexpected failure still ends in one message and a summary
+        _report(exc, debug)
+        summary = {"run_id": run_id, "job": job, "status": "FAILED", "message": str(exc).strip().splitlines()[0]}
+        code = EXIT_JOB_FAILED
+    summary.setdefault("seconds", round(time.monotonic() - started, 3))
+    print(json.dumps(summary, default=str), flush=True)
+    return code
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
+    from engine.spec import compile_job  # no JVM needed up to here
+
+    data = app.data
+    mode = data.get("mode", "run")
+    if mode not in MODES:
+        raise ConfigError(f"unknown mode `{mode}`; use one of: {', '.join(MODES)}", key="mode")
+    warehouse = _absolute(str(data["warehouse"]))
+    name = (app.job_choice or "job").replace("/", ".")
+    spec = compile_job(data["job"], name=name, file=app.job_file, warehouse=warehouse)
+    log.info("job %s compiled: %d dag(s); run %s", spec.name, len(spec.dags), run_id)
+
+    from engine.runtime import JobManager, build_session
+    from engine.state import InMemoryRunStore
+    from engine.state.delta_runs import DeltaRunStore
+
+    spark_cfg = data.get("spark", {})
+    spark = build_session(spark_cfg.get("app_name", "engine"), spark_cfg.get("conf", {}))
+    store = DeltaRunStore(spark, f"{warehouse}/_engine/runs") if mode == "run" else InMemoryRunStore()
+    manager = JobManager(spark, store)
+    if mode == "validate":
+        manager.validate(spec, run_id)
+        return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
+    return manager.run(spec, run_id).summary()
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else str(Path(path).resolve())
+
+
+def _report(exc: BaseException, debug: bool) -> None:
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    kind = "config error" if isinstance(exc, ConfigError) else "error"
+    print(f"{kind}: {exc}", file=sys.stderr, flush=True)
+
+
+def _configure_logging(debug: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    for noisy in ("py4j", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

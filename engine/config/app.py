@@ -1,0 +1,100 @@
+"""Hydra owns the command line: overrides, config groups, multirun, ``--cfg``.
+
+:func:`run_app` composes the config and hands each composed run to a task as a plain dict (no
+OmegaConf past this package). Hydra reports composition errors itself and exits 1; they become
+exit code 2 (a config or usage error). ``--cfg`` is answered here so that secrets are redacted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra._internal.sources_registry import SourcesRegistry
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from engine.config.jobs_source import JobsConfigSource, locate_job
+from engine.config.redact import redact
+from engine.errors import EXIT_CONFIG, ConfigError
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """One composed run: the resolved config and where its job came from."""
+
+    data: dict[str, Any]
+    job_choice: str | None
+    job_file: str | None
+
+
+def conf_dir() -> Path:
+    env = os.environ.get("ENGINE_CONF_DIR")
+    return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "conf"
+
+
+def run_app(argv: list[str], task: Callable[[AppConfig], int]) -> int:
+    """Run ``task`` once per composed config (several times with ``-m``); the worst exit code."""
+    # Hydra discovers config sources only as installed plugins; registering ours directly keeps
+    # the engine importable from a --py-files zip.
+    SourcesRegistry.instance().register(JobsConfigSource)
+    if "--cfg" in argv or "-c" in argv:
+        return _show_config(argv)
+    codes: list[int] = []
+
+    @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
+    def _main(cfg: DictConfig) -> None:
+        codes.append(task(_app_config(cfg)))
+
+    saved = sys.argv
+    sys.argv = [saved[0], *argv]
+    try:
+        _main()
+    except SystemExit as exc:
+        if not codes:
+            return 0 if exc.code in (0, None) else EXIT_CONFIG
+    finally:
+        sys.argv = saved
+    return max(codes, default=0)
+
+
+def _app_config(cfg: DictConfig) -> AppConfig:
+    choice = HydraConfig.get().runtime.choices.get("job")
+    file = locate_job(choice) if choice else None
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"cannot resolve config: {exc}", file=str(file) if file else None) from exc
+    assert isinstance(data, dict)
+    return AppConfig(data=data, job_choice=choice, job_file=str(file) if file else None)
+
+
+def _show_config(argv: list[str]) -> int:
+    """Hydra's ``--cfg job|hydra|all`` (and ``--resolve``), with secret-looking values redacted."""
+    args = list(argv)
+    flag = "--cfg" if "--cfg" in args else "-c"
+    at = args.index(flag)
+    kind = args[at + 1] if at + 1 < len(args) else "job"
+    del args[at : at + 2]
+    resolve = "--resolve" in args
+    overrides = [a for a in args if a != "--resolve"]
+    try:
+        with hydra.initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = hydra.compose("config", overrides=overrides, return_hydra_config=kind != "job")
+        data = OmegaConf.to_container(cfg, resolve=resolve)
+    except Exception as exc:  # Hydra raises many kinds for a bad override or a missing config
+        print(f"Error composing the config: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    assert isinstance(data, dict)
+    if kind == "hydra":
+        data = {"hydra": data.get("hydra", {})}
+    elif kind == "job":
+        data.pop("hydra", None)
+    print(OmegaConf.to_yaml(redact(data)), end="")
+    return 0

@@ -1,0 +1,90 @@
+"""A Hydra config source that serves the ``job`` group from ``jobs/``, in HOCON or YAML.
+
+``job=demo/orders`` selects ``jobs/demo/orders.conf`` (or ``.yaml``/``.yml``). Only the selected
+file is read. Because the job is a regular Hydra config node, every key in it can be overridden
+or swept from the command line, and a mistyped key is refused by Hydra.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hydra.core.object_type import ObjectType
+from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
+from omegaconf import OmegaConf
+
+from engine.config.hocon import load_hocon
+from engine.errors import ConfigError
+
+GROUP = "job"
+SUFFIXES = (".conf", ".yaml", ".yml")
+
+
+def jobs_root() -> Path:
+    """``$ENGINE_JOBS_DIR``, else ``jobs/`` beside the engine package."""
+    env = os.environ.get("ENGINE_JOBS_DIR")
+    return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "jobs"
+
+
+def locate_job(choice: str) -> Path | None:
+    """The file behind ``job=<choice>``."""
+    base = jobs_root() / choice
+    return next((base.with_name(base.name + s) for s in SUFFIXES if base.with_name(base.name + s).is_file()), None)
+
+
+class JobsConfigSource(ConfigSource):
+    @staticmethod
+    def scheme() -> str:
+        return "jobs"
+
+    def load_config(self, config_path: str) -> ConfigResult:
+        choice = self._choice(config_path)
+        file = locate_job(choice) if choice else None
+        if file is None:
+            raise ConfigLoadError(f"Config not found : {config_path}")
+        try:
+            data = load_hocon(file) if file.suffix == ".conf" else OmegaConf.load(file)
+        except ConfigError as exc:
+            raise ConfigLoadError(str(exc)) from exc
+        return ConfigResult(
+            config=OmegaConf.create(data),
+            path=f"{self.scheme()}://{jobs_root()}",
+            provider="engine",
+            header=ConfigSource._get_header_dict(""),
+        )
+
+    def available(self) -> bool:
+        return jobs_root().is_dir()
+
+    def is_group(self, config_path: str) -> bool:
+        choice = self._choice(config_path)
+        return choice is not None and (jobs_root() / choice).is_dir()
+
+    def is_config(self, config_path: str) -> bool:
+        choice = self._choice(config_path)
+        return bool(choice) and locate_job(choice) is not None  # type: ignore[arg-type]
+
+    def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
+        choice = self._choice(config_path)
+        folder = jobs_root() / (choice or "")
+        if choice is None or not folder.is_dir():
+            return []
+        found = set()
+        for entry in folder.iterdir():
+            rel = f"{config_path}/{entry.stem if entry.is_file() else entry.name}"
+            if entry.is_dir() and results_filter in (None, ObjectType.GROUP):
+                found.add(rel)
+            elif entry.is_file() and entry.suffix in SUFFIXES and results_filter in (None, ObjectType.CONFIG):
+                found.add(rel)
+        return sorted(found)
+
+    @staticmethod
+    def _choice(config_path: str) -> str | None:
+        """``job/demo/orders.yaml`` -> ``demo/orders``; ``None`` outside the job group."""
+        path = config_path.removesuffix(".yaml").strip("/")
+        if path == GROUP:
+            return ""
+        if not path.startswith(GROUP + "/"):
+            return None
+        return path[len(GROUP) + 1 :]

@@ -1,0 +1,26 @@
+"""Converters: a chain of steps compiled into Spark column expressions."""
+
+from engine.converters import conf
+from engine.plugins import PluginEntry, Registry
+
+_IMPL = "engine.converters.builtins"
+CONVERTERS: Registry[object] = Registry(
+    "converter",
+    {
+        c.model_fields["type"].default: PluginEntry(c, f"{_IMPL}:{c.__name__.removesuffix('Conf')}Converter")
+        for c in (
+            conf.CastConf,
+            conf.RenameConf,
+            conf.SelectConf,
+            conf.DropConf,
+            conf.DeriveConf,
+            conf.RequireConf,
+            conf.CheckConf,
+            conf.RegexConf,
+            conf.ParseTimestampConf,
+            conf.DedupeConf,
+        )
+    },
+)
+
+__all__ = ["CONVERTERS"]

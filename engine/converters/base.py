@@ -1,0 +1,45 @@
+"""The converter ABC: one step of the chain, compiled to Spark column expressions."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.errors import AnalysisException
+
+from engine.converters.conf import ConverterConf
+from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class Converter(ABC):
+    """Transforms the record frame (see :mod:`engine.converters.frame`); may reject records.
+
+    ``apply()`` is the template method: a step whose SQL does not parse or names a missing column
+    becomes a :class:`ConfigError` naming the step's key, raised while the plan is built, before
+    any data is read or written.
+    """
+
+    Conf: ClassVar[type[ConverterConf]]
+
+    def __init__(self, conf: ConverterConf, *, step: str, key: str) -> None:
+        self.conf = conf
+        self.step = step
+        self.key = key
+
+    def apply(self, frame: DataFrame) -> DataFrame:
+        try:
+            return self._apply(frame)
+        except AnalysisException as exc:
+            raise ConfigError(f"converter `{self.step}`: {first_line(exc)}", key=self.key) from exc
+
+    @abstractmethod
+    def _apply(self, frame: DataFrame) -> DataFrame: ...
+
+
+def first_line(exc: BaseException) -> str:
+    """Spark's error message without the plan dump and JVM stack that follow it."""
+    text = getattr(exc, "getMessage", lambda: str(exc))() or str(exc)
+    return text.strip().splitlines()[0]

@@ -1,0 +1,63 @@
+"""The record frame the converter chain works on: data columns plus the engine's own columns.
+
+A record a step rejects keeps flowing with an entry (step, reason) in :data:`ERRORS`; the fork
+sends it to the error branch. The original record rides along as a struct in :data:`SOURCE` and is
+serialised to JSON only for rejected records, at :func:`finalize`, so valid records pay nothing
+for it once Spark collapses the projections.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+ERRORS = "__engine_errors"
+SOURCE = "__engine_source"
+RAW = "__engine_raw"
+RECORD = "__engine_record"
+DROPPED = "__engine_dropped"
+INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED)
+READ_STEP = "read"
+
+
+def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
+    """Add the engine's columns to a source's DataFrame."""
+    has_corrupt = corrupt_column in df.columns
+    data = [c for c in df.columns if c != corrupt_column]
+    raw = F.col(f"`{corrupt_column}`") if has_corrupt else F.lit(None).cast("string")
+    unreadable = F.struct(F.lit(READ_STEP).alias("step"), F.lit("malformed record or a value not matching the schema").alias("reason"))
+    return df.select(
+        *[F.col(f"`{c}`") for c in data],
+        F.when(raw.isNotNull(), F.array(unreadable)).otherwise(F.array().cast(_ERRORS_TYPE)).alias(ERRORS),
+        F.struct(*[F.col(f"`{c}`") for c in data]).alias(SOURCE),
+        raw.alias(RAW),
+        F.lit(False).alias(DROPPED),
+    )
+
+
+_ERRORS_TYPE = "array<struct<step:string,reason:string>>"
+
+
+def reject(df: DataFrame, bad: Column, *, step: str, reason: Column | str) -> DataFrame:
+    """Add ``(step, reason)`` to the errors of records where ``bad`` is true."""
+    why = F.lit(reason) if isinstance(reason, str) else reason
+    entry = F.struct(F.lit(step).alias("step"), why.alias("reason"))
+    return df.withColumn(ERRORS, F.when(bad, F.array_append(F.col(ERRORS), entry)).otherwise(F.col(ERRORS)))
+
+
+def is_rejected() -> Column:
+    return F.size(F.col(ERRORS)) > 0
+
+
+def data_columns(df: DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in INTERNAL]
+
+
+def finalize(df: DataFrame) -> DataFrame:
+    """Serialise the original record of rejected rows to JSON and drop the source struct."""
+    record = F.when(is_rejected(), F.coalesce(F.col(RAW), F.to_json(F.col(SOURCE), {"ignoreNullFields": "false"})))
+    return df.withColumn(RECORD, record).drop(SOURCE, RAW)

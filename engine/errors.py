@@ -1,0 +1,45 @@
+"""The root of every error the engine raises on purpose, and the exit code each maps to."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_CONFIG = 2
+
+
+class EngineError(Exception):
+    """Root of the engine's errors. ``exit_code`` is what the CLI exits with."""
+
+    exit_code = EXIT_JOB_FAILED
+    transient = False
+
+
+class ConfigError(EngineError):
+    """A mistake in configuration or input the user must fix; nothing has been written.
+
+    ``key`` is the dotted key path (``job.sinks.lake.from``) and ``file`` the config file it came
+    from, when known.
+    """
+
+    exit_code = EXIT_CONFIG
+
+    def __init__(self, message: str, *, key: str | None = None, file: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.file = file
+
+    def __str__(self) -> str:
+        where = [f"key `{self.key}`" if self.key else "", f"file {self.file}" if self.file else ""]
+        shown = ", ".join(p for p in where if p)
+        return f"{self.message} ({shown})" if shown else self.message
+
+    def in_file(self, file: str | None) -> ConfigError:
+        """This error, naming ``file`` if it names none yet."""
+        if self.file is None:
+            self.file = file
+        return self
+
+
+class JobFailedError(EngineError):
+    """A job ran and failed (a Spark error, an I/O error); other DAGs may have succeeded."""

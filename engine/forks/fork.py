@@ -1,0 +1,92 @@
+"""The fork: one persisted record frame, several branches, counted in one pass.
+
+``valid`` holds records no step rejected (minus dropped duplicates), ``error`` the rejected ones
+in the error-table layout, and each named branch the valid records its predicate holds for
+(branches may overlap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
+
+from engine.converters.base import first_line
+from engine.converters.frame import DROPPED, ERRORS, RECORD, data_columns, is_rejected
+from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+ERROR_COLUMNS = ("job", "dag", "run_id", "source", "step", "reasons", "record", "error_time")
+
+
+@dataclass(frozen=True)
+class BranchCounts:
+    read: int
+    dropped: int
+    by_branch: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ErrorContext:
+    """What each rejected record is stamped with in the error branch."""
+
+    job: str
+    dag: str
+    run_id: str
+    source: str
+
+
+class Fork:
+    def __init__(self, branches: dict[str, str], *, key: str) -> None:
+        self.branches = branches
+        self.key = key
+
+    def predicates(self, frame: DataFrame) -> dict[str, Column]:
+        """Each branch's predicate over the finalized frame, checked against its schema."""
+        valid = ~is_rejected() & ~F.col(DROPPED)
+        preds = {"valid": valid, "error": is_rejected()}
+        for name, sql in self.branches.items():
+            try:
+                pred = F.expr(sql)
+                frame.select(pred.cast("boolean")).schema  # analyse now, not mid-write
+            except AnalysisException as exc:
+                raise ConfigError(f"branch `{name}`: {first_line(exc)}", key=f"{self.key}.forks.{name}") from exc
+            preds[name] = valid & F.coalesce(pred.cast("boolean"), F.lit(False))
+        return preds
+
+    def count(self, frame: DataFrame, preds: dict[str, Column]) -> BranchCounts:
+        """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
+        sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
+        row = frame.agg(F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums).first()
+        assert row is not None
+        values = row.asDict()
+        return BranchCounts(
+            read=values.pop("__read"),
+            dropped=values.pop("__dropped") or 0,
+            by_branch={n: int(v or 0) for n, v in values.items()},
+        )
+
+    def branch(self, frame: DataFrame, name: str, pred: Column, ctx: ErrorContext) -> DataFrame:
+        rows = frame.where(pred)
+        if name == "error":
+            return error_rows(rows, ctx)
+        return rows.select(*[F.col(f"`{c}`") for c in data_columns(frame)])
+
+
+def error_rows(rows: DataFrame, ctx: ErrorContext) -> DataFrame:
+    """Rejected records in the error-table layout (see :data:`ERROR_COLUMNS`)."""
+    errors = F.col(ERRORS)
+    return rows.select(
+        F.lit(ctx.job).alias("job"),
+        F.lit(ctx.dag).alias("dag"),
+        F.lit(ctx.run_id).alias("run_id"),
+        F.lit(ctx.source).alias("source"),
+        errors[0]["step"].alias("step"),
+        F.transform(errors, lambda e: F.concat_ws(": ", e["step"], e["reason"])).alias("reasons"),
+        F.col(RECORD).alias("record"),
+        F.current_timestamp().alias("error_time"),
+    )

@@ -1,0 +1,151 @@
+"""Compile a job's plain config (as composed by Hydra) into a frozen :class:`JobSpec`.
+
+Everything that can be checked without Spark is checked here: unknown keys and plugin types, the
+Avro schemas, step names, and that every sink reads from a branch that exists.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from engine.converters import CONVERTERS
+from engine.errors import ConfigError
+from engine.plugins import PluginConf, Registry
+from engine.sinks import SINKS
+from engine.sinks.conf import SinkConf, TableSinkConf
+from engine.sources import SOURCES
+from engine.sources.conf import FilesSourceConf
+from engine.spec.model import BUILTIN_BRANCHES, DagConf, DagSpec, JobConf, JobSpec, PluginSpec, SourceSpec
+from engine.spec.validation import validate
+
+
+def compile_job(raw: dict[str, Any], *, name: str, file: str | None, warehouse: str) -> JobSpec:
+    """Validate ``raw`` (the ``job`` node) and return the job's frozen spec."""
+    job = validate(JobConf, raw, key="job", file=file)
+    job_name = job.name or name
+    base_dir = Path(file).parent if file else Path.cwd()
+    ctx = _Context(file=file, base_dir=base_dir, warehouse=warehouse, job_name=job_name)
+    if job.dags:
+        if job.sources or job.sinks or job.converters or job.forks:
+            raise ConfigError(
+                "a job with `dags` keeps sources, converters, forks and sinks inside each DAG",
+                key="job.dags",
+                file=file,
+            )
+        dags = tuple(_compile_dag(n, d, f"job.dags.{n}", ctx) for n, d in job.dags.items())
+    else:
+        if not job.sources or not job.sinks:
+            missing = "sources" if not job.sources else "sinks"
+            raise ConfigError("missing required key", key=f"job.{missing}", file=file)
+        dag = DagConf.model_validate(job.model_dump(include=set(DagConf.model_fields)))
+        dags = (_compile_dag(job_name, dag, "job", ctx),)
+    return JobSpec(
+        name=job_name,
+        file=file,
+        warehouse=warehouse,
+        parallelism=job.parallelism,
+        dags=dags,
+        description=job.description,
+    )
+
+
+class _Context:
+    def __init__(self, *, file: str | None, base_dir: Path, warehouse: str, job_name: str) -> None:
+        self.file = file
+        self.base_dir = base_dir
+        self.warehouse = warehouse
+        self.job_name = job_name
+
+    def under_warehouse(self, path: str) -> str:
+        if "://" in path or path.startswith("/"):
+            return path
+        return f"{self.warehouse.rstrip('/')}/{path}"
+
+
+def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec:
+    if len(dag.sources) != 1:
+        raise ConfigError(
+            f"a JobDag reads one source, this one names {len(dag.sources)}; use `dags` for more",
+            key=f"{key}.sources",
+            file=ctx.file,
+        )
+    source = _compile_source(dag, key, ctx)
+    steps = _compile_steps(dag.converters, key, ctx)
+    for branch in dag.forks:
+        if branch in BUILTIN_BRANCHES:
+            raise ConfigError(f"`{branch}` is a built-in branch", key=f"{key}.forks.{branch}", file=ctx.file)
+    sinks = tuple(
+        _compile_sink(sink_name, raw, f"{key}.sinks.{sink_name}", dag, ctx) for sink_name, raw in dag.sinks.items()
+    )
+    error_table = None
+    if dag.errors.enabled:
+        error_table = ctx.under_warehouse(dag.errors.path or f"_errors/{ctx.job_name}")
+    return DagSpec(
+        name=name,
+        key=key,
+        source=source,
+        steps=steps,
+        branches=dict(dag.forks),
+        sinks=sinks,
+        error_table=error_table,
+        persist=dag.persist,
+    )
+
+
+def _plugin(registry: Registry[Any], raw: dict[str, Any], key: str, ctx: _Context) -> tuple[Any, PluginConf]:
+    if not isinstance(raw, dict) or "type" not in raw:
+        raise ConfigError("missing required key `type`", key=key, file=ctx.file)
+    entry = registry.get(str(raw["type"]), key=f"{key}.type", file=ctx.file)
+    return entry, validate(entry.conf, raw, key=key, file=ctx.file)
+
+
+def _compile_source(dag: DagConf, key: str, ctx: _Context) -> SourceSpec:
+    (name, raw), = dag.sources.items()
+    skey = f"{key}.sources.{name}"
+    entry, conf = _plugin(SOURCES, raw, skey, ctx)
+    ddl = None
+    if isinstance(conf, FilesSourceConf):
+        conf = conf.resolve(ctx.base_dir)
+        try:
+            ddl = conf.schema_ddl()
+        except ConfigError as exc:
+            raise ConfigError(exc.message, key=f"{skey}.schema", file=exc.file or ctx.file) from exc
+    return SourceSpec(name=name, conf=conf, entry=entry, key=skey, schema_ddl=ddl)
+
+
+def _compile_steps(raws: list[dict[str, Any]], key: str, ctx: _Context) -> tuple[PluginSpec, ...]:
+    compiled = []
+    for i, raw in enumerate(raws):
+        entry, conf = _plugin(CONVERTERS, raw, f"{key}.converters[{i}]", ctx)
+        compiled.append((i, entry, conf))
+    type_counts = Counter(conf.type for _, _, conf in compiled)
+    steps = []
+    for i, entry, conf in compiled:
+        explicit = getattr(conf, "name", None)
+        step_name = explicit or (conf.type if type_counts[conf.type] == 1 else f"{conf.type}_{i}")
+        steps.append(PluginSpec(name=step_name, conf=conf, entry=entry, key=f"{key}.converters[{i}]"))
+    dupes = [n for n, c in Counter(s.name for s in steps).items() if c > 1]
+    if dupes:
+        raise ConfigError(f"two converter steps are named `{dupes[0]}`", key=f"{key}.converters", file=ctx.file)
+    return tuple(steps)
+
+
+def _compile_sink(name: str, raw: dict[str, Any], key: str, dag: DagConf, ctx: _Context) -> PluginSpec:
+    entry, conf = _plugin(SINKS, raw, key, ctx)
+    assert isinstance(conf, SinkConf)
+    branches = [*BUILTIN_BRANCHES, *dag.forks]
+    if conf.from_ not in branches:
+        close = difflib.get_close_matches(conf.from_, branches, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        raise ConfigError(
+            f"sink `{name}` reads from branch `{conf.from_}`, which no fork defines; "
+            f"{hint}branches: {', '.join(branches)}",
+            key=f"{key}.from",
+            file=ctx.file,
+        )
+    if isinstance(conf, TableSinkConf):
+        conf = conf.model_copy(update={"path": ctx.under_warehouse(conf.path)})
+    return PluginSpec(name=name, conf=conf, entry=entry, key=key)

@@ -1,0 +1,65 @@
+"""Pydantic validation whose errors name the full key path and the config file."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from engine.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+_MAX_LISTED = 8
+
+
+def validate(model: type[M], data: Any, *, key: str, file: str | None) -> M:
+    """``model.model_validate(data)``, with errors turned into one :class:`ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping, got {type(data).__name__}", key=key, file=file)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()[:_MAX_LISTED]
+        first_key = _join(key, errors[0]["loc"])
+        if len(errors) == 1:
+            message = _describe(model, errors[0])
+        else:
+            lines = [f"`{_join(key, e['loc'])}`: {_describe(model, e)}" for e in errors]
+            message = "invalid config:\n  " + "\n  ".join(lines)
+        raise ConfigError(message, key=first_key, file=file) from None
+
+
+def _join(key: str, loc: tuple[Any, ...]) -> str:
+    parts = [key]
+    for item in loc:
+        parts.append(f"[{item}]" if isinstance(item, int) else f".{item}")
+    return "".join(parts)
+
+
+def _describe(model: type[BaseModel], err: Any) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        return "missing required key"
+    if kind == "extra_forbidden":
+        known = _known_keys(model, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else f" (known keys: {', '.join(sorted(known))})"
+        return f"unknown key{hint}"
+    return str(err["msg"])
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys a (possibly nested) model accepts at ``loc``."""
+    current: Any = model
+    for item in loc:
+        field = getattr(current, "model_fields", {}).get(item)
+        if field is None or not isinstance(field.annotation, type):
+            return _field_names(current)
+        current = field.annotation
+    return _field_names(current)
+
+
+def _field_names(model: Any) -> list[str]:
+    fields = getattr(model, "model_fields", {})
+    return [f.alias or name for name, f in fields.items()]

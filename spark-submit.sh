@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Run a job: ./spark-submit.sh [spark-submit options] job=<path under jobs/> [key=value ...]
+#
+# Sets itself up on first use (scripts/bootstrap.sh: .venv and the JVM packages in .cache/), then
+# calls spark-submit with the cached jars, a driver memory, the engine zipped for executors
+# (--py-files) and PYSPARK_PYTHON. Recognised spark-submit options (--master, --conf k=v,
+# --driver-memory, ...) go to spark-submit; everything else goes to Hydra (overrides, -m, --cfg).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bash "$root/scripts/bootstrap.sh"
+venv="$root/.venv"
+
+spark_opts=()
+hydra_args=()
+master=""
+driver_memory=""
+user_jars=""
+java_opts="-Dlog4j2.configurationFile=file:$root/conf/log4j2.properties"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --master) master="$2"; shift 2 ;;
+    --master=*) master="${1#*=}"; shift ;;
+    --driver-memory) driver_memory="$2"; shift 2 ;;
+    --driver-memory=*) driver_memory="${1#*=}"; shift ;;
+    --jars) user_jars="$2"; shift 2 ;;
+    --jars=*) user_jars="${1#*=}"; shift ;;
+    --driver-java-options) java_opts="$java_opts $2"; shift 2 ;;
+    --conf|--deploy-mode|--executor-memory|--executor-cores|--num-executors|--total-executor-cores|\
+    --driver-cores|--name|--files|--archives|--properties-file|\
+    --driver-class-path|--driver-library-path|--queue|--principal|--keytab|--packages|\
+    --repositories|--exclude-packages|--py-files)
+      spark_opts+=("$1" "$2"); shift 2 ;;
+    --conf=*|--deploy-mode=*|--executor-memory=*|--executor-cores=*|--num-executors=*|\
+    --total-executor-cores=*|--driver-cores=*|--name=*|--files=*|--archives=*|--properties-file=*|\
+    --packages=*|--repositories=*|--exclude-packages=*|--verbose|--supervise)
+      spark_opts+=("$1"); shift ;;
+    *) hydra_args+=("$1"); shift ;;
+  esac
+done
+
+jars="$(ls "$root"/.cache/jars/*.jar | paste -sd, -)"
+[ -n "$user_jars" ] && jars="$jars,$user_jars"
+
+# The engine travels to executors as a zip, rebuilt when a source file is newer than it.
+zip="$root/.cache/engine.zip"
+if [ ! -f "$zip" ] || [ -n "$(find "$root/engine" -name '*.py' -newer "$zip" -print -quit)" ]; then
+  (cd "$root" && "$venv/bin/python" - "$zip" <<'PY'
+import sys, zipfile, pathlib
+with zipfile.ZipFile(sys.argv[1] + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+    for p in sorted(pathlib.Path("engine").rglob("*.py")):
+        z.write(p)
+pathlib.Path(sys.argv[1] + ".tmp").replace(sys.argv[1])
+PY
+  )
+fi
+
+export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$venv/bin/python}"
+export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$venv/bin/python}"
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+
+exec "$venv/bin/spark-submit" \
+  --master "${master:-${ENGINE_MASTER:-local[*]}}" \
+  --driver-memory "${driver_memory:-${ENGINE_DRIVER_MEMORY:-4g}}" \
+  --jars "$jars" \
+  --driver-java-options "$java_opts" \
+  --py-files "$zip" \
+  --conf spark.ui.showConsoleProgress=false \
+  ${spark_opts[@]+"${spark_opts[@]}"} \
+  "$root/main.py" ${hydra_args[@]+"${hydra_args[@]}"}
