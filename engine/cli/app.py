@@ -40,7 +40,12 @@ def run_task(app: AppConfig) -> int:
         if isinstance(exc, ConfigError):
             exc.in_file(app.job_file)
         _report(exc, debug)
-        summary = {"run_id": run_id, "job": job, "status": "CONFIG_ERROR" if isinstance(exc, ConfigError) else "FAILED", "message": str(exc)}
+        summary = {
+            "run_id": run_id,
+            "job": job,
+            "status": "CONFIG_ERROR" if isinstance(exc, ConfigError) else "FAILED",
+            "message": str(exc),
+        }
         code = exc.exit_code
     except Exception as exc:  # an unexpected failure still ends in one message and a summary
         _report(exc, debug)
@@ -68,17 +73,17 @@ def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
     log.info("job %s compiled: %d dag(s); run %s", spec.name, len(spec.dags), run_id)
 
     from engine.runtime import JobManager, build_session
-    from engine.state import InMemoryRunStore
     from engine.state.delta_runs import DeltaRunStore
 
     spark_cfg = data.get("spark", {})
     spark = build_session(spark_cfg.get("app_name", "engine"), spark_cfg.get("conf", {}))
-    store = DeltaRunStore(spark, f"{warehouse}/_engine/runs") if mode == "run" else InMemoryRunStore()
-    manager = JobManager(spark, store)
+    manager = JobManager(spark)
     if mode == "validate":
         manager.validate(spec, run_id)
         return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
-    return manager.run(spec, run_id).summary()
+    planned = manager.plan(spec, run_id)  # every config mistake surfaces here, before any write
+    store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
+    return manager.execute(planned, store).summary()
 
 
 def _absolute(path: str) -> str:

@@ -72,7 +72,7 @@ def _app_config(cfg: DictConfig) -> AppConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot resolve config: {exc}", file=str(file) if file else None) from exc
     assert isinstance(data, dict)
-    return AppConfig(data=data, job_choice=choice, job_file=str(file) if file else None)
+    return AppConfig(data={str(k): v for k, v in data.items()}, job_choice=choice, job_file=str(file) if file else None)
 
 
 def _show_config(argv: list[str]) -> int:

@@ -73,9 +73,9 @@ class JobsConfigSource(ConfigSource):
         found = set()
         for entry in folder.iterdir():
             rel = f"{config_path}/{entry.stem if entry.is_file() else entry.name}"
-            if entry.is_dir() and results_filter in (None, ObjectType.GROUP):
-                found.add(rel)
-            elif entry.is_file() and entry.suffix in SUFFIXES and results_filter in (None, ObjectType.CONFIG):
+            if (entry.is_dir() and results_filter in (None, ObjectType.GROUP)) or (
+                entry.is_file() and entry.suffix in SUFFIXES and results_filter in (None, ObjectType.CONFIG)
+            ):
                 found.add(rel)
         return sorted(found)
 

@@ -39,7 +39,7 @@ class Converter(ABC):
     def _apply(self, frame: DataFrame) -> DataFrame: ...
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(error: object) -> str:
     """Spark's error message without the plan dump and JVM stack that follow it."""
-    text = getattr(exc, "getMessage", lambda: str(exc))() or str(exc)
-    return text.strip().splitlines()[0]
+    text = str(getattr(error, "getMessage", lambda: str(error))() or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -111,7 +111,9 @@ class ParseTimestampConverter(Converter):
         source = _col(c.column)
         parsed = F.try_to_timestamp(source, F.lit(c.format)) if c.format else F.try_to_timestamp(source)
         fmt = c.format or "ISO-8601"
-        why = F.concat(F.lit(f"cannot parse `{c.column}` value '"), _shown(c.column), F.lit(f"' as a timestamp ({fmt})"))
+        why = F.concat(
+            F.lit(f"cannot parse `{c.column}` value '"), _shown(c.column), F.lit(f"' as a timestamp ({fmt})")
+        )
         frame = reject(frame, source.isNotNull() & parsed.isNull(), step=self.step, reason=why)
         return frame.withColumn(c.target or c.column, parsed)
 
@@ -142,6 +144,7 @@ def _sort_column(text: str) -> Column:
 
 
 __all__ = [
+    "ERRORS",
     "CastConverter",
     "CheckConverter",
     "DedupeConverter",
@@ -152,5 +155,4 @@ __all__ = [
     "RenameConverter",
     "RequireConverter",
     "SelectConverter",
-    "ERRORS",
 ]

@@ -29,7 +29,9 @@ def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
     has_corrupt = corrupt_column in df.columns
     data = [c for c in df.columns if c != corrupt_column]
     raw = F.col(f"`{corrupt_column}`") if has_corrupt else F.lit(None).cast("string")
-    unreadable = F.struct(F.lit(READ_STEP).alias("step"), F.lit("malformed record or a value not matching the schema").alias("reason"))
+    unreadable = F.struct(
+        F.lit(READ_STEP).alias("step"), F.lit("malformed record or a value not matching the schema").alias("reason")
+    )
     return df.select(
         *[F.col(f"`{c}`") for c in data],
         F.when(raw.isNotNull(), F.array(unreadable)).otherwise(F.array().cast(_ERRORS_TYPE)).alias(ERRORS),

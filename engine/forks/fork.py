@@ -20,8 +20,6 @@ from engine.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-ERROR_COLUMNS = ("job", "dag", "run_id", "source", "step", "reasons", "record", "error_time")
-
 
 @dataclass(frozen=True)
 class BranchCounts:
@@ -52,7 +50,7 @@ class Fork:
         for name, sql in self.branches.items():
             try:
                 pred = F.expr(sql)
-                frame.select(pred.cast("boolean")).schema  # analyse now, not mid-write
+                _ = frame.select(pred.cast("boolean")).schema  # analyse now, not mid-write
             except AnalysisException as exc:
                 raise ConfigError(f"branch `{name}`: {first_line(exc)}", key=f"{self.key}.forks.{name}") from exc
             preds[name] = valid & F.coalesce(pred.cast("boolean"), F.lit(False))
@@ -61,7 +59,9 @@ class Fork:
     def count(self, frame: DataFrame, preds: dict[str, Column]) -> BranchCounts:
         """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
         sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
-        row = frame.agg(F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums).first()
+        row = frame.agg(
+            F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums
+        ).first()
         assert row is not None
         values = row.asDict()
         return BranchCounts(
@@ -78,7 +78,7 @@ class Fork:
 
 
 def error_rows(rows: DataFrame, ctx: ErrorContext) -> DataFrame:
-    """Rejected records in the error-table layout (see :data:`ERROR_COLUMNS`)."""
+    """Rejected records in the error-table layout (:data:`~engine.sinks.error_table.ERROR_TABLE_DDL`)."""
     errors = F.col(ERRORS)
     return rows.select(
         F.lit(ctx.job).alias("job"),

@@ -43,6 +43,10 @@ class Registry(Generic[T]):
         self._entries = dict(builtins)
         self._loaded_entry_points = False
 
+    def register(self, name: str, entry: PluginEntry) -> None:
+        """Add a plugin in code (entry points are the other way)."""
+        self._entries[name] = entry
+
     def names(self) -> list[str]:
         self._load_entry_points()
         return sorted(self._entries)

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from delta.tables import DeltaTable
 from pyspark import StorageLevel
 
 from engine.converters.base import Converter
@@ -20,6 +19,7 @@ from engine.converters.frame import finalize, to_frame
 from engine.forks.fork import ErrorContext, Fork
 from engine.runtime.sqlcheck import check_parses
 from engine.sinks.base import Sink
+from engine.sinks.error_table import ErrorTable
 from engine.sources.base import CORRUPT_RECORD, Source
 from engine.sources.conf import FilesSourceConf
 from engine.spec import DagSpec
@@ -129,11 +129,9 @@ class JobDag:
         )
 
     def _write_errors(self, errors: DataFrame, count: int) -> None:
-        """Append rejected records; an empty append is made only to create the table once."""
-        path = self.spec.error_table
-        assert path is not None
-        if count or not DeltaTable.isDeltaTable(errors.sparkSession, path):
-            errors.write.format("delta").mode("append").save(path)
+        """Append rejected records (the table was created before the DAGs started)."""
+        if count and self.spec.error_table:
+            ErrorTable(self.spec.error_table).append(errors)
 
     def _needs_inference(self) -> bool:
         conf = self.source.conf

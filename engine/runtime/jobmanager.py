@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.converters.base import first_line
 from engine.runtime.jobdag import DagPlan, DagResult, JobDag
+from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.state import RunRecord, RunStatus, RunStore
 
@@ -50,31 +51,53 @@ class JobResult:
         }
 
 
+@dataclass
+class PlannedJob:
+    """Every DAG of a job with its checked plan: nothing has been read or written yet."""
+
+    spec: JobSpec
+    run_id: str
+    dags: list[tuple[JobDag, DagPlan]]
+
+
 class JobManager:
-    def __init__(self, spark: SparkSession, store: RunStore) -> None:
+    def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self.store = store
 
     def validate(self, spec: JobSpec, run_id: str) -> None:
+        """Check every DAG as :meth:`plan` does, without running any Spark job."""
         for dag in self._dags(spec, run_id):
             dag.plan(self.spark, validate_only=True)
 
-    def run(self, spec: JobSpec, run_id: str) -> JobResult:
+    def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
+        """Plan and check every DAG; a config mistake in any raises before anything is written."""
+        planned = []
+        for dag in self._dags(spec, run_id):
+            plan = dag.plan(self.spark)
+            assert plan is not None
+            planned.append((dag, plan))
+        return PlannedJob(spec=spec, run_id=run_id, dags=planned)
+
+    def execute(self, job: PlannedJob, store: RunStore) -> JobResult:
+        """Run the planned DAGs, ``parallelism`` at a time, recording each in ``store``."""
         started = time.monotonic()
-        dags = self._dags(spec, run_id)
-        plans = {dag.name: dag.plan(self.spark) for dag in dags}
-        with ThreadPoolExecutor(max_workers=spec.parallelism, thread_name_prefix="jobdag") as pool:
-            futures = [pool.submit(self._run_one, spec, dag, plans[dag.name], run_id) for dag in dags]
+        for path in sorted({d.spec.error_table for d, _ in job.dags if d.spec.error_table}):
+            ErrorTable(path).ensure(self.spark)  # before any concurrency
+        with ThreadPoolExecutor(max_workers=job.spec.parallelism, thread_name_prefix="jobdag") as pool:
+            futures = [pool.submit(self._run_one, job, dag, plan, store) for dag, plan in job.dags]
             results = [f.result() for f in futures]
-        return JobResult(job=spec.name, run_id=run_id, dags=results, seconds=time.monotonic() - started)
+        return JobResult(job=job.spec.name, run_id=job.run_id, dags=results, seconds=time.monotonic() - started)
+
+    def run(self, spec: JobSpec, run_id: str, store: RunStore) -> JobResult:
+        return self.execute(self.plan(spec, run_id), store)
 
     def _dags(self, spec: JobSpec, run_id: str) -> list[JobDag]:
         return [JobDag(d, job=spec.name, run_id=run_id) for d in spec.dags]
 
-    def _run_one(self, spec: JobSpec, dag: JobDag, plan: DagPlan | None, run_id: str) -> DagResult:
-        assert plan is not None
+    def _run_one(self, job: PlannedJob, dag: JobDag, plan: DagPlan, store: RunStore) -> DagResult:
+        spec, run_id = job.spec, job.run_id
         record = RunRecord(run_id=run_id, job=spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=_now())
-        self.store.append(record)
+        store.append(record)
         sc = self.spark.sparkContext
         sc.setJobGroup(f"{run_id}:{dag.name}", f"{spec.name}/{dag.name}", interruptOnCancel=True)
         started = time.monotonic()
@@ -82,9 +105,11 @@ class JobManager:
             result = dag.run(plan)
         except Exception as exc:  # one DAG's failure must not stop the others
             log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
-            result = DagResult(name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started)
+            result = DagResult(
+                name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started
+            )
         status = RunStatus.SUCCEEDED if result.status == "SUCCEEDED" else RunStatus.FAILED
-        self.store.append(
+        store.append(
             record.finished(
                 status,
                 end_time=_now(),

@@ -44,4 +44,7 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ENGINE_SPARK_LOG_LEVEL", "WARN"))
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # PySpark logs every analysis error it raises, plan and JVM stack included; the engine turns
+    # those errors into one-line messages itself.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark

@@ -50,6 +50,8 @@ def load_avro_schema(source: Path | str) -> dict[str, Any]:
         raise ConfigError(f"malformed Avro schema: {exc}", file=where) from exc
     if not isinstance(parsed, dict) or parsed.get("type") != "record":
         raise ConfigError("an Avro schema for records must be of type `record`", file=where)
+    if not isinstance(json.loads(text).get("fields"), list):
+        raise ConfigError("malformed Avro schema: a record needs a `fields` list", file=where)
     return parsed
 
 

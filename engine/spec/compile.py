@@ -103,7 +103,7 @@ def _plugin(registry: Registry[Any], raw: dict[str, Any], key: str, ctx: _Contex
 
 
 def _compile_source(dag: DagConf, key: str, ctx: _Context) -> SourceSpec:
-    (name, raw), = dag.sources.items()
+    ((name, raw),) = dag.sources.items()
     skey = f"{key}.sources.{name}"
     entry, conf = _plugin(SOURCES, raw, skey, ctx)
     ddl = None

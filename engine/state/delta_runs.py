@@ -23,6 +23,12 @@ _DDL = (
 _VERSION_PROPERTY = "engine.schema_version"
 
 
+def _schema() -> StructType:
+    schema = StructType.fromDDL(_DDL)
+    assert isinstance(schema, StructType)
+    return schema
+
+
 class DeltaRunStore(RunStore):
     """Create the table if missing (before any concurrency) and refuse a newer schema version."""
 
@@ -32,7 +38,7 @@ class DeltaRunStore(RunStore):
         table = (
             DeltaTable.createIfNotExists(spark)
             .location(path)
-            .addColumns(StructType.fromDDL(_DDL))
+            .addColumns(_schema())
             .property(_VERSION_PROPERTY, str(SCHEMA_VERSION))
             .execute()
         )
@@ -46,7 +52,7 @@ class DeltaRunStore(RunStore):
 
     def append(self, record: RunRecord) -> None:
         row = {**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}
-        schema = StructType.fromDDL(_DDL)
+        schema = _schema()
         df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema=schema)
         df.write.format("delta").mode("append").save(self.path)
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up (idempotent), lint (ruff), types (mypy), layer contracts
+# (import-linter), then pytest. Extra arguments go to pytest (e.g. -k converters, -m "not e2e").
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/bootstrap.sh"
+cd "$root"
+venv="$root/.venv/bin"
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+export PYSPARK_PYTHON="$venv/python"
+echo "== ruff" && "$venv/ruff" check .
+echo "== mypy" && "$venv/mypy"
+echo "== import-linter" && "$venv/lint-imports" --no-cache
+echo "== pytest" && "$venv/python" -m pytest "$@"

@@ -1,0 +1,123 @@
+"""Hydra composes HOCON and YAML jobs; every key can be overridden; mistakes exit 2. No JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import AppConfig, run_app
+from engine.config.hocon import load_hocon
+from engine.errors import ConfigError
+
+
+def compose(argv: list[str]) -> tuple[int, list[AppConfig]]:
+    seen: list[AppConfig] = []
+
+    def task(app: AppConfig) -> int:
+        seen.append(app)
+        return 0
+
+    return run_app(argv, task), seen
+
+
+def test_hocon_job_is_selected_and_its_keys_overridden() -> None:
+    code, (app,) = compose(["job=demo/orders", "job.sources.orders.path=/data/in", "warehouse=/tmp/wh"])
+    assert code == 0
+    assert app.job_choice == "demo/orders"
+    assert app.job_file is not None and app.job_file.endswith("jobs/demo/orders.conf")
+    assert app.data["job"]["sources"]["orders"]["path"] == "/data/in"
+    assert app.data["job"]["sources"]["orders"]["schema"] == "schemas/order.avsc"
+    assert app.data["warehouse"] == "/tmp/wh"
+    assert app.data["mode"] == "run"
+
+
+def test_yaml_job_is_selected_the_same_way() -> None:
+    code, (app,) = compose(["job=demo/customers", "job.sinks.customers.mode=append"])
+    assert code == 0
+    assert app.job_file is not None and app.job_file.endswith("jobs/demo/customers.yaml")
+    assert app.data["job"]["sinks"]["customers"]["mode"] == "append"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        pytest.param(["job=demo/orders", "job.sources.ordrs.path=/x"], "ordrs", id="unknown-key"),
+        pytest.param([], "You must specify 'job'", id="missing-job"),
+        pytest.param(["job=demo/nope"], "demo/nope", id="unknown-job"),
+        pytest.param(["job=demo/orders", "warehose=/x"], "warehose", id="unknown-top-key"),
+    ],
+)
+def test_composition_errors_exit_2_before_the_task(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, seen = compose(argv)
+    assert (code, seen) == (2, [])
+    assert needle in capsys.readouterr().err
+
+
+def test_multirun_composes_each_job() -> None:
+    code, seen = compose(["-m", "job=demo/orders,demo/customers"])
+    assert code == 0
+    assert [a.job_choice for a in seen] == ["demo/orders", "demo/customers"]
+
+
+def test_worst_exit_code_wins() -> None:
+    assert (
+        run_app(["-m", "job=demo/orders,demo/customers"], lambda app: 1 if "orders" in str(app.job_choice) else 0) == 1
+    )
+
+
+def test_cfg_job_prints_the_composed_job_with_secrets_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "pg.conf").write_text(
+        'sources.db { type = files, format = json, path = x, options { password = "hunter2", user = bob } }\n'
+        "sinks.out { type = console }\n"
+    )
+    monkeypatch.setenv("ENGINE_JOBS_DIR", str(tmp_path))
+    code = run_app(["--cfg", "job", "job=team/pg"], lambda app: 99)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "hunter2" not in out
+    assert "password: '***'" in out
+    assert "user: bob" in out
+    assert "warehouse:" in out and "hydra:" not in out
+
+
+def test_hocon_includes_env_and_literal_dollar_braces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "common.conf").write_text("sinks.out { type = console }\n")
+    (tmp_path / "j.conf").write_text(
+        'include "common.conf"\n'
+        "root = /data\n"
+        "sources.s { type = files, format = text, path = ${root}/in, options { note = ${?NOTE} } }\n"
+        "converters = [ { type = check, expr = \"x != '${not_interp}'\" } ]\n"
+    )
+    monkeypatch.setenv("NOTE", "from-env")
+    monkeypatch.setenv("ENGINE_JOBS_DIR", str(tmp_path))
+    code, (app,) = compose(["job=j"])
+    assert code == 0
+    job = app.data["job"]
+    assert job["sinks"]["out"]["type"] == "console"
+    assert job["sources"]["s"]["path"] == "/data/in"
+    assert job["sources"]["s"]["options"]["note"] == "from-env"
+    assert job["converters"][0]["expr"] == "x != '${not_interp}'"
+
+
+def test_malformed_hocon_exits_2_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad.conf").write_text("sources { s { type = files \n")
+    monkeypatch.setenv("ENGINE_JOBS_DIR", str(tmp_path))
+    code, seen = compose(["job=bad"])
+    assert (code, seen) == (2, [])
+    assert "bad.conf" in capsys.readouterr().err
+
+
+def test_load_hocon_reports_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "x.conf"
+    bad.write_text("a = [1, 2\n")
+    with pytest.raises(ConfigError, match="cannot parse HOCON") as info:
+        load_hocon(bad)
+    assert info.value.file == str(bad)

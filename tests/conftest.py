@@ -1,0 +1,47 @@
+"""One SparkSession for the whole run (local[2], few shuffle partitions, UI off, UTC, Delta on)
+and a fresh lake directory per test. Tests that need no JVM never touch the ``spark`` fixture."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from engine.runtime.session import build_session, cached_jars
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
+    session = build_session(
+        "engine-tests",
+        {
+            "spark.sql.shuffle.partitions": 2,
+            "spark.default.parallelism": 2,
+            "spark.ui.enabled": "false",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": 2,
+        },
+        master="local[2]",
+        jars=cached_jars(REPO),
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    """A fresh warehouse directory for one test."""
+    path = tmp_path / "lake"
+    path.mkdir()
+    return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

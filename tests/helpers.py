@@ -1,0 +1,39 @@
+"""Small helpers shared by tests: write input files, compile and run a job dict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.spec import JobSpec, compile_job
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any] | str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def compile_dict(raw: dict[str, Any], lake: Path, *, name: str = "t", file: Path | None = None) -> JobSpec:
+    return compile_job(raw, name=name, file=str(file) if file else None, warehouse=str(lake))
+
+
+def run_dict(spark: Any, raw: dict[str, Any], lake: Path, *, name: str = "t") -> Any:
+    from engine.runtime import JobManager
+    from engine.state import InMemoryRunStore
+
+    store = InMemoryRunStore()
+    result = JobManager(spark).run(compile_dict(raw, lake, name=name), "run-1", store)
+    return result, store
+
+
+def json_job(path: Path, converters: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A one-DAG job reading JSON lines at ``path`` into a Delta table ``out``."""
+    job: dict[str, Any] = {
+        "sources": {"in": {"type": "files", "format": "json", "path": str(path), **extra.pop("source", {})}},
+        "converters": converters,
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    job.update(extra)
+    return job

@@ -1,0 +1,68 @@
+"""The runs-store contract, run against the in-memory twin and the Delta store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from engine.errors import ConfigError
+from engine.state import InMemoryRunStore, RunRecord, RunStatus, RunStore
+
+T0 = datetime(2026, 11, 1, 10, 0, 0)
+
+
+class RunStoreContract:
+    """Every RunStore implementation passes these."""
+
+    def store(self) -> RunStore:
+        raise NotImplementedError
+
+    def test_latest_row_per_run_and_dag_wins(self) -> None:
+        store = self.store()
+        start = RunRecord(run_id="r1", job="j", dag="a", status=RunStatus.RUNNING, start_time=T0)
+        store.append(start)
+        store.append(start.finished(RunStatus.SUCCEEDED, end_time=T0.replace(minute=5), records_read=7))
+        store.append(RunRecord(run_id="r1", job="other", dag="a", status=RunStatus.RUNNING, start_time=T0))
+        (row,) = store.history("j")
+        assert (row.status, row.records_read, row.end_time) == (RunStatus.SUCCEEDED, 7, T0.replace(minute=5))
+
+    def test_history_is_newest_first_and_limited(self) -> None:
+        store = self.store()
+        for i in range(3):
+            store.append(
+                RunRecord(run_id=f"r{i}", job="j", dag="a", status=RunStatus.FAILED, start_time=T0.replace(hour=i))
+            )
+        assert [r.run_id for r in store.history("j", limit=2)] == ["r2", "r1"]
+
+
+class TestInMemoryRunStore(RunStoreContract):
+    def store(self) -> RunStore:
+        return InMemoryRunStore()
+
+
+class TestDeltaRunStore(RunStoreContract):
+    @pytest.fixture(autouse=True)
+    def _spark(self, spark: Any, lake: Path) -> None:
+        self.spark = spark
+        self.path = str(lake / "_engine" / "runs")
+
+    def store(self) -> RunStore:
+        from engine.state.delta_runs import DeltaRunStore
+
+        return DeltaRunStore(self.spark, self.path)
+
+    def test_table_carries_its_schema_version(self) -> None:
+        self.store()
+        table = DeltaTable(self.path)
+        assert table.metadata().configuration["engine.schema_version"] == "1"
+        assert "schema_version" in table.schema().to_arrow().names
+
+    def test_a_newer_schema_version_is_refused(self) -> None:
+        self.store()
+        self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ('engine.schema_version' = '9')")
+        with pytest.raises(ConfigError, match="newer engine"):
+            self.store()
