@@ -23,7 +23,17 @@ MODES = ("run", "validate")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    sys.exit(run_app(sys.argv[1:] if argv is None else argv, run_task))
+    ran: list[int] = []
+
+    def task(app: AppConfig) -> int:
+        ran.append(1)
+        return run_task(app)
+
+    code = run_app(sys.argv[1:] if argv is None else argv, task)
+    if code and not ran:  # Hydra refused the command line and has said why on stderr
+        message = "the command line or the config could not be composed (see the message above)"
+        print(json.dumps({"status": "CONFIG_ERROR", "message": message}), flush=True)
+    sys.exit(code)
 
 
 def run_task(app: AppConfig) -> int:

@@ -1,0 +1,138 @@
+"""End to end through ./spark-submit.sh, as a user runs it; outputs checked with delta-rs/pyarrow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
+
+
+def submit(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(REPO / "spark-submit.sh"),
+            "--driver-memory",
+            "1g",
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    last = proc.stdout.strip().splitlines()[-1]
+    parsed = json.loads(last)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def rows(path: Path) -> list[dict[str, object]]:
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+
+
+def test_demo_job_end_to_end(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    proc = submit("job=demo/orders", f"warehouse={wh}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = summary(proc)
+    assert s["status"] == "SUCCEEDED"
+    assert s["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
+    assert (s["records_read"], s["errors"]) == (48, 7)
+
+    orders = rows(wh / "orders")
+    ids = [r["order_id"] for r in orders]
+    assert sorted(ids) == list(range(1, 41))  # every good order once, the duplicate of 3 removed
+    latest_3 = next(r for r in orders if r["order_id"] == 3)
+    assert latest_3["amount"] == Decimal("99.99")
+    assert {p.name for p in (wh / "orders").iterdir() if p.is_dir() and p.name != "_delta_log"} == {
+        f"order_date=2026-11-0{d}" for d in range(1, 6)
+    }
+    big = pq.read_table(wh / "extracts" / "big_orders")
+    assert all(a >= 500 for a in big.column("amount").to_pylist())
+    assert big.num_rows == sum(1 for r in orders if r["amount"] >= 500)
+
+    errors = rows(wh / "_errors" / "orders")
+    steps = sorted(e["step"] for e in errors)
+    assert steps == sorted(["read", "read", "require", "cast", "non_negative_amount", "regex", "parse_timestamp"])
+    by_step = {e["step"]: e for e in errors}
+    assert json.loads(by_step["cast"]["record"])["amount"] == "twelve"
+    assert by_step["non_negative_amount"]["reasons"] == ["non_negative_amount: negative amount"]
+    assert {(e["job"], e["dag"], e["run_id"], e["source"]) for e in errors} == {
+        ("orders", "orders", s["run_id"], "orders")
+    }
+    assert all(e["error_time"] is not None for e in errors)
+
+    (run,) = [r for r in rows(wh / "_engine" / "runs") if r["status"] == "SUCCEEDED"]
+    assert (run["run_id"], run["records_read"], run["records_rejected"], run["records_written"]) == (
+        s["run_id"],
+        48,
+        7,
+        55,
+    )
+
+
+def test_yaml_job_and_validate_mode(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    proc = submit("job=demo/customers", f"warehouse={wh}", "mode=validate")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary(proc)["status"] == "VALID"
+    assert not wh.exists()
+
+    proc = submit("job=demo/customers", f"warehouse={wh}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(r["customer_id"] for r in rows(wh / "customers")) == ["c000", "c001", "c003", "c005"]
+    assert sorted(e["step"] for e in rows(wh / "_errors" / "customers")) == ["cast", "cast", "require"]
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        pytest.param(
+            'job.converters.3.expr="amount >= AND 0"',
+            "converter `non_negative_amount`: [PARSE_SYNTAX_ERROR]",
+            id="sql-does-not-parse",
+        ),
+        pytest.param("job.sources.orders.path=/nonexistent/in/*.json", "input path does not exist", id="missing-input"),
+        pytest.param("job.sinks.lake.type=delat", "did you mean `delta`?", id="unknown-plugin"),
+        pytest.param("job.sinks.lake.from=vaild", "which no fork defines", id="from-no-branch"),
+        pytest.param("job.sinks.lak.path=x", "lak", id="unknown-override-key"),
+    ],
+)
+def test_config_errors_exit_2_with_one_message_and_nothing_written(tmp_path: Path, override: str, needle: str) -> None:
+    wh = tmp_path / "wh"
+    proc = submit("job=demo/orders", f"warehouse={wh}", override)
+    # spark-submit's PythonRunner merges the driver's stderr into stdout: read both
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-3000:]
+    assert needle in output
+    assert "Traceback" not in output
+    assert summary(proc)["status"] == "CONFIG_ERROR"
+    assert not wh.exists() or list(wh.iterdir()) == []
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    proc = submit("job=demo/orders", f"warehouse={tmp_path}", "job.sinks.lake.type=delat", "debug=true")
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stdout + proc.stderr
+
+
+def test_cfg_job_through_spark_submit() -> None:
+    proc = submit("job=demo/orders", "--cfg", "job")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "format: json" in proc.stdout
+    assert "hydra:" not in proc.stdout
