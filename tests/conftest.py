@@ -25,6 +25,7 @@ def spark() -> Iterator[object]:
             "spark.default.parallelism": 2,
             "spark.ui.enabled": "false",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": 2,
+            "spark.databricks.delta.snapshotPartitions": 2,
         },
         master="local[2]",
         jars=cached_jars(REPO),

@@ -46,7 +46,7 @@ class JobResult:
             "errors": sum(d.records_rejected for d in self.dags),
             "sinks": {f"{d.name}.{sink}": n for d in self.dags for sink, n in d.sinks.items()},
             "failed_dags": [d.name for d in self.dags if d.status != "SUCCEEDED"],
-            "seconds": round(self.seconds, 3),
+            "execute_seconds": round(self.seconds, 3),
             "dags": [d.as_dict() for d in self.dags],
         }
 

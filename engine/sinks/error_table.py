@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from delta.tables import DeltaTable
-from pyspark.sql.types import StructType
+from engine.state.delta_table import MetaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,15 +24,7 @@ class ErrorTable:
         self.path = path
 
     def ensure(self, spark: SparkSession) -> None:
-        schema = StructType.fromDDL(ERROR_TABLE_DDL)
-        assert isinstance(schema, StructType)
-        (
-            DeltaTable.createIfNotExists(spark)
-            .location(self.path)
-            .addColumns(schema)
-            .property("engine.schema_version", str(SCHEMA_VERSION))
-            .execute()
-        )
+        MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
 
     def append(self, rows: DataFrame) -> None:
         rows.write.format("delta").mode("append").save(self.path)

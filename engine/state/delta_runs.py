@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
-from delta.tables import DeltaTable
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError
+from engine.state.delta_table import MetaTable
 from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStatus, RunStore, latest_per_dag
 
 if TYPE_CHECKING:
@@ -20,13 +18,6 @@ _DDL = (
     "message STRING, records_read BIGINT, records_written BIGINT, records_rejected BIGINT, "
     "schema_version INT"
 )
-_VERSION_PROPERTY = "engine.schema_version"
-
-
-def _schema() -> StructType:
-    schema = StructType.fromDDL(_DDL)
-    assert isinstance(schema, StructType)
-    return schema
 
 
 class DeltaRunStore(RunStore):
@@ -35,30 +26,14 @@ class DeltaRunStore(RunStore):
     def __init__(self, spark: SparkSession, path: str) -> None:
         self.spark = spark
         self.path = path
-        table = (
-            DeltaTable.createIfNotExists(spark)
-            .location(path)
-            .addColumns(_schema())
-            .property(_VERSION_PROPERTY, str(SCHEMA_VERSION))
-            .execute()
-        )
-        found = table.detail().first()
-        version = int((found["properties"] or {}).get(_VERSION_PROPERTY, SCHEMA_VERSION)) if found else SCHEMA_VERSION
-        if version > SCHEMA_VERSION:
-            raise ConfigError(
-                f"the runs table was written by a newer engine (schema version {version} > {SCHEMA_VERSION})",
-                file=path,
-            )
+        self.table = MetaTable(spark, path, _DDL, version=SCHEMA_VERSION, what="runs").ensure()
 
     def append(self, record: RunRecord) -> None:
-        row = {**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}
-        schema = _schema()
-        df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema=schema)
-        df.write.format("delta").mode("append").save(self.path)
+        self.table.append([{**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}])
 
     def history(self, job: str, *, limit: int = 20) -> list[RunRecord]:
         names = [f.name for f in fields(RunRecord)]
-        rows = self.spark.read.format("delta").load(self.path).where(F.col("job") == job).select(*names).collect()
+        rows = self.table.read().where(F.col("job") == job).select(*names).collect()
         records = [RunRecord(**{**r.asDict(), "status": RunStatus(r["status"])}) for r in rows]
         records.sort(key=lambda r: (r.end_time is not None, r.end_time or r.start_time))
         return latest_per_dag(records)[:limit]

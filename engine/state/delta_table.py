@@ -1,0 +1,73 @@
+"""A small Delta table of the engine's metadata (``<warehouse>/_engine/...``): created once with
+its schema version, refused if a newer engine wrote it, appended to in one commit per call.
+
+Metadata tables are append-only: appends never conflict in Delta, so many DAGs and many jobs can
+share one metadata location. Readers pick the newest row per key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from delta.tables import DeltaTable
+from pyspark.sql.types import StructType
+
+from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+VERSION_PROPERTY = "engine.schema_version"
+
+
+class MetaTable:
+    """One metadata table at ``path`` with the columns of ``ddl``, written by schema ``version``."""
+
+    def __init__(self, spark: SparkSession, path: str, ddl: str, *, version: int, what: str) -> None:
+        self.spark = spark
+        self.path = path
+        schema = StructType.fromDDL(ddl)
+        assert isinstance(schema, StructType)
+        self.schema = schema
+        self.version = version
+        self.what = what
+
+    def ensure(self) -> MetaTable:
+        """Create the table if missing (call before any concurrency) and check its schema version."""
+        (
+            DeltaTable.createIfNotExists(self.spark)
+            .location(self.path)
+            .addColumns(self.schema)
+            .property(VERSION_PROPERTY, str(self.version))
+            .execute()
+        )
+        found = stored_version(self.spark, self.path)
+        if found is not None and found > self.version:
+            raise ConfigError(
+                f"the {self.what} table was written by a newer engine (schema version {found} > {self.version}); "
+                "upgrade the engine or point `warehouse` elsewhere",
+                file=self.path,
+            )
+        return self
+
+    def append(self, rows: Iterable[dict[str, Any]] | Iterable[Sequence[Any]]) -> int:
+        """Append ``rows`` (dicts by column name, or tuples in column order) in one commit."""
+        names = self.schema.fieldNames()
+        tuples = [tuple(r[n] for n in names) if isinstance(r, dict) else tuple(r) for r in rows]
+        if tuples:
+            frame = self.spark.createDataFrame(tuples, schema=self.schema)
+            frame.write.format("delta").mode("append").save(self.path)
+        return len(tuples)
+
+    def read(self) -> DataFrame:
+        return self.spark.read.format("delta").load(self.path)
+
+
+def stored_version(spark: SparkSession, path: str) -> int | None:
+    """The table's ``engine.schema_version`` property (a metadata read, no Spark job)."""
+    quoted = path.replace("`", "``")
+    for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect():
+        if row["key"] == VERSION_PROPERTY:
+            return int(row["value"])
+    return None
