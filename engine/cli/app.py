@@ -84,13 +84,15 @@ def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
 
     from engine.runtime import JobManager, build_session
     from engine.state.delta_runs import DeltaRunStore
+    from engine.state.delta_store import DeltaMetadataStore
 
     spark_cfg = data.get("spark", {})
     spark = build_session(spark_cfg.get("app_name", "engine"), spark_cfg.get("conf", {}))
-    manager = JobManager(spark)
     if mode == "validate":
-        manager.validate(spec, run_id)
+        JobManager(spark).validate(spec, run_id)
         return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
+    metadata = DeltaMetadataStore(spark, f"{warehouse}/_engine").ensure()
+    manager = JobManager(spark, metadata)
     planned = manager.plan(spec, run_id)  # every config mistake surfaces here, before any write
     store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
     return manager.execute(planned, store).summary()

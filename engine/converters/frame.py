@@ -20,14 +20,17 @@ SOURCE = "__engine_source"
 RAW = "__engine_raw"
 RECORD = "__engine_record"
 DROPPED = "__engine_dropped"
-INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED)
+DATASET = "__engine_dataset"
+"""The dataset URN of each record, added by the source (state and counts are kept per dataset)."""
+INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET)
 READ_STEP = "read"
 
 
 def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
     """Add the engine's columns to a source's DataFrame."""
     has_corrupt = corrupt_column in df.columns
-    data = [c for c in df.columns if c != corrupt_column]
+    data = [c for c in df.columns if c not in (corrupt_column, DATASET)]
+    dataset = F.col(DATASET) if DATASET in df.columns else F.lit(None).cast("string")
     raw = F.col(f"`{corrupt_column}`") if has_corrupt else F.lit(None).cast("string")
     unreadable = F.struct(
         F.lit(READ_STEP).alias("step"), F.lit("malformed record or a value not matching the schema").alias("reason")
@@ -38,6 +41,7 @@ def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
         F.struct(*[F.col(f"`{c}`") for c in data]).alias(SOURCE),
         raw.alias(RAW),
         F.lit(False).alias(DROPPED),
+        dataset.alias(DATASET),
     )
 
 

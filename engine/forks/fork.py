@@ -14,7 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from engine.converters.base import first_line
-from engine.converters.frame import DROPPED, ERRORS, RECORD, data_columns, is_rejected
+from engine.converters.frame import DATASET, DROPPED, ERRORS, RECORD, data_columns, is_rejected
 from engine.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -69,6 +69,25 @@ class Fork:
             dropped=values.pop("__dropped") or 0,
             by_branch={n: int(v or 0) for n, v in values.items()},
         )
+
+    def count_by_dataset(self, frame: DataFrame, preds: dict[str, Column]) -> dict[str, BranchCounts]:
+        """Like :meth:`count`, one row per dataset URN, in one pass."""
+        sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
+        rows = (
+            frame.groupBy(F.col(DATASET).alias("__dataset"))
+            .agg(F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums)
+            .collect()
+        )
+        out = {}
+        for row in rows:
+            values = row.asDict()
+            dataset = values.pop("__dataset")
+            out[dataset] = BranchCounts(
+                read=values.pop("__read"),
+                dropped=values.pop("__dropped") or 0,
+                by_branch={n: int(v or 0) for n, v in values.items()},
+            )
+        return out
 
     def branch(self, frame: DataFrame, name: str, pred: Column, ctx: ErrorContext) -> DataFrame:
         rows = frame.where(pred)

@@ -1,41 +1,67 @@
-"""A JobDag: read -> convert -> fork -> write, for one source.
+"""A JobDag: plan work units -> read -> convert -> fork -> write -> commit, for one source.
 
-``plan()`` builds the whole Spark plan lazily and checks it (missing input, SQL that does not
-parse, unknown columns, sinks that cannot write their branch): every config mistake surfaces
-there, before any data is read or written. ``run()`` executes a plan.
+``plan()`` asks the source for this run's work units (from the stored state), fixes the schema,
+and builds and checks the whole chain on an empty frame of that schema: every config mistake
+surfaces there, before any data is read or written. ``run()`` then packs the units into
+multi-work-units; each is read, converted, persisted and counted per dataset as one Spark job
+(the unit of failure; a failed group of several units is retried one unit at a time so one bad
+dataset does not hold others back). The publish policy then decides: under ``full`` any failure
+writes nothing; under ``partial`` the groups that read fine are written, once per sink. Only
+then are the committed datasets' watermarks advanced (by the caller, from the result).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
+from pyspark.sql import functions as F
 
-from engine.converters.base import Converter
-from engine.converters.frame import finalize, to_frame
-from engine.forks.fork import ErrorContext, Fork
+from engine.converters.base import Converter, first_line
+from engine.converters.frame import DATASET, finalize, to_frame
+from engine.forks.fork import BranchCounts, ErrorContext, Fork
+from engine.runtime import faults
+from engine.runtime.metrics import executor_seconds
 from engine.runtime.sqlcheck import check_parses
 from engine.sinks.base import Sink
 from engine.sinks.error_table import ErrorTable
-from engine.sources.base import CORRUPT_RECORD, Source
+from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
+from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
+from engine.state.store import DatasetStatus, utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class DagPlan:
-    frame: DataFrame
-    predicates: dict[str, Column]
-    sinks: list[tuple[Sink, DataFrame]]
-    errors: DataFrame | None
+    units: list[WorkUnit]
+    schema: StructType | None
+    """``None``: nothing to read this run and no declared schema to check against."""
+    predicates: dict[str, Column] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetOutcome:
+    unit: WorkUnit
+    status: DatasetStatus
+    message: str = ""
+    records: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    start_time: datetime = field(default_factory=utcnow)
+    end_time: datetime = field(default_factory=utcnow)
 
 
 @dataclass
@@ -48,12 +74,16 @@ class DagResult:
     records_dropped: int = 0
     sinks: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    datasets: list[DatasetOutcome] = field(default_factory=list)
 
     @property
     def records_written(self) -> int:
         return sum(self.sinks.values())
 
     def as_dict(self) -> dict[str, Any]:
+        by_status: dict[str, int] = {}
+        for d in self.datasets:
+            by_status[d.status.value] = by_status.get(d.status.value, 0) + 1
         return {
             "name": self.name,
             "status": self.status,
@@ -62,8 +92,22 @@ class DagResult:
             "records_rejected": self.records_rejected,
             "records_dropped": self.records_dropped,
             "sinks": self.sinks,
+            "datasets": by_status,
+            "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == DatasetStatus.FAILED],
             "seconds": round(self.seconds, 3),
         }
+
+
+@dataclass
+class _Group:
+    """One multi-work-unit after reading: its persisted frame and per-dataset counts, or why it failed."""
+
+    group: MultiWorkUnit
+    frame: DataFrame | None = None
+    counts: dict[str, BranchCounts] = field(default_factory=dict)
+    error: str = ""
+    start: datetime = field(default_factory=utcnow)
+    end: datetime = field(default_factory=utcnow)
 
 
 class JobDag:
@@ -76,62 +120,195 @@ class JobDag:
         self.steps: list[Converter] = [st.entry.load()(st.conf, step=st.name, key=st.key) for st in spec.steps]
         self.sinks: list[Sink] = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in spec.sinks]
         self.fork = Fork(spec.branches, key=spec.key)
+        self.ctx = ErrorContext(job=job, dag=spec.name, run_id=run_id, source=s.name)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
-    def plan(self, spark: SparkSession, *, validate_only: bool = False) -> DagPlan | None:
-        """Build and check the DAG's plan. In validate mode a source whose schema would need a
-        Spark job to infer is not read: its SQL expressions are only parsed."""
+    @property
+    def scope(self) -> str:
+        return self.source.scope
+
+    # -- planning ------------------------------------------------------------------------------
+
+    def plan(
+        self, spark: SparkSession, ctx: PlanContext | None = None, *, validate_only: bool = False
+    ) -> DagPlan | None:
+        """Plan the run's work units and check the chain. In validate mode nothing is listed or
+        read: a schema that would need a Spark job to infer is skipped and SQL only parsed."""
         self.source.check(spark)
         if validate_only and self._needs_inference():
             self._parse_only(spark)
             return None
-        frame = to_frame(self.source.read(spark), corrupt_column=CORRUPT_RECORD)
+        units = [] if validate_only or ctx is None else self.source.plan(spark, ctx)
+        schema = self.source.schema(spark, None if validate_only else units)
+        if schema is None:
+            self._parse_only(spark)
+            return DagPlan(units=units, schema=None)
+        probe = spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))
+        frame = self._chain(probe)
+        preds = self.fork.predicates(frame)
+        for sink in self.sinks:
+            sink.check(self.fork.branch(frame, sink.conf.from_, preds[sink.conf.from_], self.ctx))
+        return DagPlan(units=units, schema=schema, predicates=preds)
+
+    def _chain(self, read: DataFrame) -> DataFrame:
+        frame = to_frame(read, corrupt_column=CORRUPT_RECORD)
         for step in self.steps:
             frame = step.apply(frame)
-        frame = finalize(frame)
-        preds = self.fork.predicates(frame)
-        ctx = ErrorContext(job=self.job, dag=self.name, run_id=self.run_id, source=self.source.name)
-        sinks = []
-        for sink in self.sinks:
-            df = self.fork.branch(frame, sink.conf.from_, preds[sink.conf.from_], ctx)
-            sink.check(df)
-            sinks.append((sink, df))
-        errors = self.fork.branch(frame, "error", preds["error"], ctx) if self.spec.error_table else None
-        return DagPlan(frame=frame, predicates=preds, sinks=sinks, errors=errors)
+        return finalize(frame)
 
-    def run(self, plan: DagPlan) -> DagResult:
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self, spark: SparkSession, plan: DagPlan) -> DagResult:
         started = time.monotonic()
-        frame = plan.frame
-        if self.spec.persist != "NONE":
-            frame.persist(getattr(StorageLevel, self.spec.persist))
+        groups = pack(plan.units, max_groups=self.spec.work_units.max_groups) if plan.schema is not None else []
+        outcomes = [DatasetOutcome(u, DatasetStatus.EMPTY, u.note) for u in plan.units if u.empty]
+        if not groups:
+            return self._result(outcomes, {}, started)
+        read = self._read_groups(spark, plan, groups)
         try:
-            counts = self.fork.count(frame, plan.predicates)
-            written = {}
-            for sink, df in plan.sinks:
-                log.info("dag %s: writing sink %s", self.name, sink.name)
-                sink.write(df)
-                written[sink.name] = counts.by_branch[sink.conf.from_]
-            if plan.errors is not None and self.spec.error_table:
-                self._write_errors(plan.errors, counts.by_branch["error"])
+            return self._publish(plan, read, outcomes, started)
         finally:
-            frame.unpersist()
-        return DagResult(
-            name=self.name,
-            status="SUCCEEDED",
-            records_read=counts.read,
-            records_rejected=counts.by_branch["error"],
-            records_dropped=counts.dropped,
-            sinks=written,
-            seconds=time.monotonic() - started,
+            for g in read:
+                if g.frame is not None:
+                    g.frame.unpersist()
+
+    def _read_groups(self, spark: SparkSession, plan: DagPlan, groups: list[MultiWorkUnit]) -> list[_Group]:
+        workers = min(len(groups), self.spec.work_units.parallelism)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{self.name}-wu") as pool:
+            done = list(pool.map(lambda ig: self._read_group(spark, plan, ig[1], ig[0]), enumerate(groups)))
+        out: list[_Group] = []
+        for g in done:
+            if g.error and len(g.group.units) > 1:  # isolate the failing dataset(s)
+                log.warning(
+                    "dag %s: a group of %d units failed (%s); retrying them one by one",
+                    self.name,
+                    len(g.group.units),
+                    g.error,
+                )
+                for i, unit in enumerate(g.group.units):
+                    out.append(self._read_group(spark, plan, MultiWorkUnit([unit]), 1000 + i))
+            else:
+                out.append(g)
+        return out
+
+    def _read_group(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit, index: int) -> _Group:
+        assert plan.schema is not None
+        job_group = f"{self.run_id}:{self.name}:wu{index}"
+        spark.sparkContext.setJobGroup(job_group, f"{self.job}/{self.name} work units {group.datasets[:3]}", True)
+        result = _Group(group)
+        frame: DataFrame | None = None
+        try:
+            read = faults.inject(self.source.read(spark, group.units, plan.schema), group.datasets)
+            frame = self._chain(read)
+            if self.spec.persist != "NONE":
+                frame.persist(getattr(StorageLevel, self.spec.persist))
+            result.counts = self.fork.count_by_dataset(frame, plan.predicates)
+            result.frame = frame
+        except Exception as exc:  # the group fails, the run goes on (the policy decides)
+            if frame is not None:
+                frame.unpersist()
+            result.error = first_line(exc)
+            log.error(
+                "dag %s: reading %s failed: %s",
+                self.name,
+                ", ".join(group.datasets),
+                result.error,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+        result.end = utcnow()
+        seconds = executor_seconds(spark, job_group)
+        total = sum(c.read for c in result.counts.values()) or 0
+        for unit in group.units:
+            unit.records = result.counts[unit.dataset].read if unit.dataset in result.counts else 0
+            share = unit.records / total if total else 1 / len(group.units)
+            unit.executor_seconds = seconds * share
+        return result
+
+    def _publish(self, plan: DagPlan, read: list[_Group], outcomes: list[DatasetOutcome], started: float) -> DagResult:
+        ok = [g for g in read if not g.error]
+        failed = [g for g in read if g.error]
+        if failed and self.spec.publish.policy == "full":
+            for g in failed:
+                outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error) for u in g.group.units]
+            why = f"rolled back: {len(failed)} group(s) failed under publish.policy=full"
+            for g in ok:
+                outcomes += [self._outcome(u, g, DatasetStatus.ROLLED_BACK, why) for u in g.group.units]
+            return self._result(outcomes, {}, started, message=failed[0].error)
+        written: dict[str, int] = {}
+        if ok:
+            try:
+                written = self._write([g.frame for g in ok if g.frame is not None], plan, ok)
+            except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
+                message = first_line(exc)
+                log.error("dag %s: writing failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
+                for g in read:
+                    outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error or message) for u in g.group.units]
+                return self._result(outcomes, {}, started, message=message)
+        for g in read:
+            status = DatasetStatus.FAILED if g.error else DatasetStatus.COMMITTED
+            outcomes += [self._outcome(u, g, status, g.error or u.note) for u in g.group.units]
+        return self._result(outcomes, written, started, message=failed[0].error if failed else "")
+
+    def _write(self, frames: list[DataFrame], plan: DagPlan, ok: list[_Group]) -> dict[str, int]:
+        frame = reduce(lambda a, b: a.unionByName(b), frames)
+        by_branch: dict[str, int] = {}
+        for g in ok:
+            for counts in g.counts.values():
+                for branch, n in counts.by_branch.items():
+                    by_branch[branch] = by_branch.get(branch, 0) + n
+        written = {}
+        for sink in self.sinks:
+            branch = sink.conf.from_
+            log.info("dag %s: writing sink %s", self.name, sink.name)
+            if by_branch.get(branch, 0) or getattr(sink.conf, "mode", "append") == "overwrite":
+                sink.write(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx))
+            written[sink.name] = by_branch.get(branch, 0)
+        if self.spec.error_table and by_branch.get("error", 0):
+            ErrorTable(self.spec.error_table).append(
+                self.fork.branch(frame, "error", plan.predicates["error"], self.ctx)
+            )
+        return written
+
+    @staticmethod
+    def _outcome(unit: WorkUnit, g: _Group, status: DatasetStatus, message: str) -> DatasetOutcome:
+        counts = g.counts.get(unit.dataset)
+        return DatasetOutcome(
+            unit=unit,
+            status=status,
+            message=message,
+            records=counts.read if counts else 0,
+            rejected=counts.by_branch.get("error", 0) if counts else 0,
+            dropped=counts.dropped if counts else 0,
+            start_time=g.start,
+            end_time=g.end,
         )
 
-    def _write_errors(self, errors: DataFrame, count: int) -> None:
-        """Append rejected records (the table was created before the DAGs started)."""
-        if count and self.spec.error_table:
-            ErrorTable(self.spec.error_table).append(errors)
+    def _result(
+        self, outcomes: list[DatasetOutcome], written: dict[str, int], started: float, *, message: str = ""
+    ) -> DagResult:
+        failed = [o for o in outcomes if o.status == DatasetStatus.FAILED]
+        committed = [o for o in outcomes if o.status == DatasetStatus.COMMITTED]
+        if not failed:
+            status = "SUCCEEDED"
+        elif committed:
+            status = "PARTIAL"
+        else:
+            status = "FAILED"
+        counted = [o for o in outcomes if o.status == DatasetStatus.COMMITTED]
+        return DagResult(
+            name=self.name,
+            status=status,
+            message=message,
+            records_read=sum(o.records for o in counted),
+            records_rejected=sum(o.rejected for o in counted),
+            records_dropped=sum(o.dropped for o in counted),
+            sinks=written,
+            seconds=time.monotonic() - started,
+            datasets=sorted(outcomes, key=lambda o: o.unit.dataset),
+        )
 
     def _needs_inference(self) -> bool:
         conf = self.source.conf

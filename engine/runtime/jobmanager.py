@@ -1,7 +1,9 @@
 """The JobManager: plans every JobDag of a job, then runs them on threads in one SparkSession.
 
-Planning all DAGs first means a config mistake in any of them stops the job before any data is
-written. One DAG failing does not stop the others; the result says which failed.
+Planning all DAGs first (state loaded, work units computed, chains checked) means a config
+mistake in any of them stops the job before any data is written. One DAG failing does not stop
+the others; the result says which failed. Each DAG commits on its own: its publish policy
+decides which of its datasets advance.
 """
 
 from __future__ import annotations
@@ -9,15 +11,17 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.converters.base import first_line
 from engine.runtime.jobdag import DagPlan, DagResult, JobDag
+from engine.runtime.metadata import MetadataManager
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.state import RunRecord, RunStatus, RunStore
+from engine.state.store import FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,10 +35,13 @@ class JobResult:
     run_id: str
     dags: list[DagResult]
     seconds: float
+    flow: FlowStatusRow | None = None
 
     @property
     def status(self) -> str:
-        return "SUCCEEDED" if all(d.status == "SUCCEEDED" for d in self.dags) else "FAILED"
+        if all(d.status == "SUCCEEDED" for d in self.dags):
+            return "SUCCEEDED"
+        return "PARTIAL" if self.flow is not None and self.flow.status.value == "PARTIAL" else "FAILED"
 
     def summary(self) -> dict[str, Any]:
         """The one-line JSON summary's content."""
@@ -53,30 +60,34 @@ class JobResult:
 
 @dataclass
 class PlannedJob:
-    """Every DAG of a job with its checked plan: nothing has been read or written yet."""
+    """Every DAG of a job with its checked plan: nothing has been written yet."""
 
     spec: JobSpec
     run_id: str
     dags: list[tuple[JobDag, DagPlan]]
+    metadata: MetadataManager
+    start: datetime = field(default_factory=utcnow)
 
 
 class JobManager:
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, metadata: MetadataStore | None = None) -> None:
         self.spark = spark
+        self.metadata = metadata if metadata is not None else InMemoryMetadataStore()
 
     def validate(self, spec: JobSpec, run_id: str) -> None:
-        """Check every DAG as :meth:`plan` does, without running any Spark job."""
+        """Check every DAG as :meth:`plan` does, without listing inputs or running any Spark job."""
         for dag in self._dags(spec, run_id):
             dag.plan(self.spark, validate_only=True)
 
     def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
-        """Plan and check every DAG; a config mistake in any raises before anything is written."""
+        """Load state, plan work units and check every DAG; a config mistake raises before any write."""
+        manager = MetadataManager(self.metadata, job=spec.name, run_id=run_id)
         planned = []
         for dag in self._dags(spec, run_id):
-            plan = dag.plan(self.spark)
+            plan = dag.plan(self.spark, manager.context(dag))
             assert plan is not None
             planned.append((dag, plan))
-        return PlannedJob(spec=spec, run_id=run_id, dags=planned)
+        return PlannedJob(spec=spec, run_id=run_id, dags=planned, metadata=manager)
 
     def execute(self, job: PlannedJob, store: RunStore) -> JobResult:
         """Run the planned DAGs, ``parallelism`` at a time, recording each in ``store``."""
@@ -86,7 +97,10 @@ class JobManager:
         with ThreadPoolExecutor(max_workers=job.spec.parallelism, thread_name_prefix="jobdag") as pool:
             futures = [pool.submit(self._run_one, job, dag, plan, store) for dag, plan in job.dags]
             results = [f.result() for f in futures]
-        return JobResult(job=job.spec.name, run_id=job.run_id, dags=results, seconds=time.monotonic() - started)
+        flow = job.metadata.finish(results, start=job.start)
+        return JobResult(
+            job=job.spec.name, run_id=job.run_id, dags=results, seconds=time.monotonic() - started, flow=flow
+        )
 
     def run(self, spec: JobSpec, run_id: str, store: RunStore) -> JobResult:
         return self.execute(self.plan(spec, run_id), store)
@@ -96,23 +110,24 @@ class JobManager:
 
     def _run_one(self, job: PlannedJob, dag: JobDag, plan: DagPlan, store: RunStore) -> DagResult:
         spec, run_id = job.spec, job.run_id
-        record = RunRecord(run_id=run_id, job=spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=_now())
+        record = RunRecord(run_id=run_id, job=spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=utcnow())
         store.append(record)
         sc = self.spark.sparkContext
         sc.setJobGroup(f"{run_id}:{dag.name}", f"{spec.name}/{dag.name}", interruptOnCancel=True)
         started = time.monotonic()
         try:
-            result = dag.run(plan)
+            result = dag.run(self.spark, plan)
+            job.metadata.commit(dag, result)
         except Exception as exc:  # one DAG's failure must not stop the others
             log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
             result = DagResult(
                 name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started
             )
-        status = RunStatus.SUCCEEDED if result.status == "SUCCEEDED" else RunStatus.FAILED
+        status = RunStatus(result.status)
         store.append(
             record.finished(
                 status,
-                end_time=_now(),
+                end_time=utcnow(),
                 message=result.message,
                 records_read=result.records_read,
                 records_written=result.records_written,
@@ -120,7 +135,3 @@ class JobManager:
             )
         )
         return result
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)

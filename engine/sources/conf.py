@@ -2,16 +2,85 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.plugins.conf import PluginConf
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
+from engine.sources.workunits import Budget
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class FilesSourceConf(PluginConf):
+def parse_bytes(value: int | str | None) -> int | None:
+    """``1000``, ``"64m"``, ``"2g"``, ``"1.5gb"`` -> bytes."""
+    if value is None or isinstance(value, int):
+        return value
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", value.lower())
+    if not found:
+        raise ValueError(f"`{value}` is not a size (use e.g. 1000, 64m, 2g)")
+    return int(float(found.group(1)) * _UNITS[found.group(2)])
+
+
+def parse_seconds(value: float | int | str) -> float:
+    """``30``, ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` -> seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", value.lower())
+    if not found:
+        raise ValueError(f"`{value}` is not a duration (use e.g. 30s, 15m, 2h, 1d)")
+    return float(found.group(1)) * _SECONDS[found.group(2) or "s"]
+
+
+class LimitsConf(BaseModel):
+    """Throttling: how much one run reads (``None``: no limit). Sizes take ``k/m/g/t`` suffixes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    max_records: int | None = Field(default=None, ge=1)
+    """At most this many records (sources that can estimate records: delta, jdbc)."""
+    max_bytes: int | str | None = None
+    """At most this many bytes of input (files, delta)."""
+    max_files: int | None = Field(default=None, ge=1)
+    """At most this many files (files, delta)."""
+
+    @field_validator("max_bytes")
+    @classmethod
+    def _bytes(cls, value: int | str | None) -> int | None:
+        return parse_bytes(value)
+
+    def budget(self) -> Budget:
+        return Budget(self.max_records, parse_bytes(self.max_bytes), self.max_files)
+
+
+class SourceLimitsConf(LimitsConf):
+    """Limits for the whole run of this source, and ``per_dataset``."""
+
+    per_dataset: LimitsConf = LimitsConf()
+    """Limits for each dataset."""
+
+
+class SourceConf(PluginConf):
+    """What every source shares: throttling and a bounded backfill range."""
+
+    limits: SourceLimitsConf = SourceLimitsConf()
+    """Throttling per run and per dataset; datasets throttled out keep their watermark."""
+    from_: str | None = Field(default=None, alias="from")
+    """Backfill: read from here (a watermark value: a timestamp, version or id) with its own
+    bookkeeping; the live watermark does not move."""
+    to: str | None = None
+    """Backfill: read up to here (exclusive for timestamps and file times, inclusive for versions and ids)."""
+
+    @property
+    def backfill(self) -> bool:
+        return self.from_ is not None or self.to is not None
+
+
+class FilesSourceConf(SourceConf):
     """Files on any Hadoop file system, read with one of Spark's built-in formats.
 
     A relative ``path`` or schema file is resolved against the job file's directory. The schema is
@@ -39,6 +108,25 @@ class FilesSourceConf(PluginConf):
     """An ``.avsc`` file, an inline Avro schema (JSON) or a Spark DDL string; inferred when unset."""
     options: dict[str, str | int | float | bool] = {}
     """Extra options handed to Spark's reader (``header``, ``sep``, ``multiLine``, ...)."""
+    incremental: Literal["new_files", "partitions", "none"] = "new_files"
+    """``new_files``: each run reads the files not read before, ordered by (modification time,
+    path). ``partitions``: each run reads the date partitions after the last one read.
+    ``none``: each run reads everything."""
+    datasets: Literal["single", "directory"] = "single"
+    """``single``: all matched files are one dataset. ``directory``: each directory holding matched
+    files (or, with ``partitions``, each matched root) is a dataset with its own watermark."""
+    min_age: float | int | str = 0
+    """Skip files modified less than this long ago (still being written): ``30s``, ``5m``."""
+    lookback: float | int | str = 3600.0
+    """Late files: a file whose modification time is up to this much older than the watermark is
+    still read once if it was not read before."""
+    partitions: PartitionsConf | None = None
+    """With ``incremental = partitions``: the partition directory layout under each path."""
+
+    @field_validator("min_age", "lookback")
+    @classmethod
+    def _duration(cls, value: float | int | str) -> float:
+        return parse_seconds(value)
 
     def paths(self) -> list[str]:
         return [self.path] if isinstance(self.path, str) else list(self.path)
@@ -60,6 +148,31 @@ class FilesSourceConf(PluginConf):
         if self.schema_.lstrip().startswith("{"):
             return avro_to_ddl(load_avro_schema(self.schema_))
         return self.schema_
+
+
+class PartitionsConf(BaseModel):
+    """Date-partitioned directories, e.g. ``pattern = "yyyy/MM/dd"`` or ``"dt=yyyy-MM-dd/HH"``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    pattern: str
+    """The partition path under the dataset root with ``yyyy``, ``MM``, ``dd``, ``HH`` fields."""
+    delay: float | int | str = 0
+    """A partition is read once its end is this long in the past (``1h``): late data settles."""
+    start: str | None = None
+    """The first partition to read when a dataset has no watermark (default: all)."""
+
+    @field_validator("delay")
+    @classmethod
+    def _duration(cls, value: float | int | str) -> float:
+        return parse_seconds(value)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        if "yyyy" not in value:
+            raise ValueError("the partition pattern needs at least `yyyy` (e.g. yyyy/MM/dd)")
+        return value.strip("/")
 
 
 def _resolve(path: str, base_dir: Path) -> str:

@@ -1,17 +1,64 @@
-"""Files on any Hadoop file system, read by Spark's built-in formats."""
+"""Files on any Hadoop file system, read by Spark's built-in formats, incrementally.
+
+``new_files``: a dataset's watermark is the last file read, by (modification time, path). A run
+reads the files after it, in that order, plus *late* files: files not read before whose
+modification time is at most ``lookback`` older than the watermark (the watermark keeps the paths
+read in that window). Ties on modification time are ordered by path, so throttling may stop
+between two files of the same second and the next run continues exactly there.
+
+``partitions``: a dataset is a root directory; its date partitions (``pattern``) are read whole,
+in time order, once their end is ``delay`` in the past; the watermark is the last partition's
+start time.
+
+Listing uses the Hadoop FileSystem API (no Spark job); hidden files and directories (``_`` or
+``.`` prefixes, e.g. ``_SUCCESS``) are ignored, as Spark's readers do.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import reduce
+from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
+from engine.converters.frame import DATASET
 from engine.errors import ConfigError
-from engine.sources.base import CORRUPT_RECORD, Source
+from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
+from engine.sources.workunits import Candidate, Size, WorkUnit, take
+from engine.state.watermarks import FileWatermark, TimestampWatermark, Watermark, parse_timestamp
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql.types import StructType
 
+log = logging.getLogger(__name__)
 _KEEPS_CORRUPT = ("json", "csv")
+_GLOB = re.compile(r"[*?\[{]")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    """The file's URI as Hadoop and Spark's ``_metadata.file_path`` spell it (``file:/a%20b/x.json``)."""
+    size: int
+    mtime_ms: int
+    dataset: str
+
+    @property
+    def position(self) -> tuple[int, str]:
+        return (self.mtime_ms, self.path)
+
+
+@dataclass(frozen=True)
+class Partition:
+    dataset: str
+    start: datetime
+    files: tuple[FileEntry, ...]
 
 
 class FilesSource(Source):
@@ -21,23 +68,332 @@ class FilesSource(Source):
     conf: FilesSourceConf
 
     def check(self, spark: SparkSession) -> None:
-        jvm = spark.sparkContext._jvm
-        hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-        assert jvm is not None
+        fs = _HadoopFs(spark)
         for path in self.conf.paths():
-            jpath = jvm.org.apache.hadoop.fs.Path(path)
-            matches = jpath.getFileSystem(hadoop_conf).globStatus(jpath)
-            if matches is None or len(matches) == 0:
-                raise ConfigError(f"input path does not exist: {path}", key=f"{self.key}.path")
+            # A glob that matches nothing yet is fine (nothing new); its fixed prefix must exist.
+            probe = path if not _GLOB.search(path) else _fixed_prefix(path)
+            if not fs.exists(probe):
+                raise ConfigError(f"input path does not exist: {probe}", key=f"{self.key}.path")
+        if self.conf.incremental == "partitions" and self.conf.partitions is None:
+            raise ConfigError("`incremental = partitions` needs a `partitions { pattern = ... }` block", key=self.key)
+        if self.conf.backfill and self.conf.incremental == "none":
+            raise ConfigError("a backfill range (`from`/`to`) needs an incremental source", key=f"{self.key}.from")
 
-    def _read(self, spark: SparkSession) -> DataFrame:
+    # -- planning ------------------------------------------------------------------------------
+
+    def plan(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:
+        if self.conf.incremental == "partitions":
+            return self._plan_partitions(spark, ctx)
+        files = self._list(spark)
+        if self.conf.incremental == "none":
+            return self._plan_everything(files, ctx)
+        return self._plan_new_files(files, ctx)
+
+    def _plan_everything(self, files: list[FileEntry], ctx: PlanContext) -> list[WorkUnit]:
+        by_dataset = _group(files)
+        return [
+            WorkUnit(dataset=d, low=None, high=None, size=_size(fs), payload=fs) for d, fs in sorted(by_dataset.items())
+        ]
+
+    def _plan_new_files(self, files: list[FileEntry], ctx: PlanContext) -> list[WorkUnit]:
+        cutoff = int((ctx.now.replace(tzinfo=timezone.utc).timestamp() - float(self.conf.min_age)) * 1000)
+        start, end = self._range_ms()
+        lookback_ms = int(float(self.conf.lookback) * 1000)
+        by_dataset = _group(files)
+        known = set(by_dataset) | set(ctx.state)
+        candidates = []
+        for dataset in sorted(known):
+            low = ctx.low(dataset)
+            if low is not None and not isinstance(low, FileWatermark):
+                raise ConfigError(
+                    f"dataset {dataset} has a {low.kind} watermark, not a file one; "
+                    "reset it with mode=checkpoint checkpoint.action=reset",
+                    key=f"{self.key}.incremental",
+                )
+            eligible = [
+                f
+                for f in by_dataset.get(dataset, [])
+                if f.mtime_ms <= cutoff and start <= f.mtime_ms < end and _is_new(f, low, lookback_ms)
+            ]
+            eligible.sort(key=lambda f: f.position)
+            candidates.append(Candidate(dataset, eligible, ctx.rank(dataset)))
+        chosen = take(candidates, _file_size, per_dataset=ctx.per_dataset, per_run=ctx.per_run)
+        units = []
+        for cand in candidates:
+            low = ctx.low(cand.dataset)
+            picked, throttled = chosen[cand.dataset]
+            if not picked:
+                units.append(WorkUnit.carry(cand.dataset, low, "throttled" if throttled else "no new files"))
+                continue
+            mtimes = {f.path: f.mtime_ms for f in by_dataset.get(cand.dataset, [])}
+            high = _advance(low, picked, mtimes, lookback_ms)
+            late = sum(
+                1 for f in picked if low is not None and isinstance(low, FileWatermark) and f.position <= low.position
+            )
+            note = f"{late} late file(s)" if late else ""
+            if throttled:
+                note = ", ".join(n for n in (note, f"throttled: {len(picked)} of {len(cand.items)} files") if n)
+            units.append(WorkUnit(cand.dataset, low, high, size=_size(picked), payload=picked, note=note))
+        return units
+
+    def _plan_partitions(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:
+        conf = self.conf.partitions
+        assert conf is not None
+        layout = _PartitionLayout(conf.pattern)
+        fs = _HadoopFs(spark)
+        ready_before = ctx.now - timedelta(seconds=float(conf.delay))
+        first = parse_timestamp(conf.start) if conf.start else datetime.min
+        lo = parse_timestamp(self.conf.from_) if self.conf.from_ else datetime.min
+        hi = parse_timestamp(self.conf.to) if self.conf.to else datetime.max
+        roots = [r for p in self.conf.paths() for r in fs.glob(p) if r[1]]
+        candidates = []
+        for root, _ in sorted(set(roots)):
+            dataset = f"files:{root}"
+            low = ctx.low(dataset)
+            if low is not None and not isinstance(low, TimestampWatermark):
+                raise ConfigError(f"dataset {dataset} has a {low.kind} watermark, not a timestamp one", key=self.key)
+            parts: dict[datetime, list[FileEntry]] = {}
+            for entry in fs.files_under(root, dataset):
+                start = layout.start_of(entry.path[len(root) + 1 :])
+                if start is not None:
+                    parts.setdefault(start, []).append(entry)
+            eligible = [
+                Partition(dataset, s, tuple(fs_))
+                for s, fs_ in sorted(parts.items())
+                if layout.end_of(s) <= ready_before
+                and (low is None or s > low.value)
+                and (low is not None or s >= first)
+                and lo <= s < hi
+            ]
+            candidates.append(Candidate(dataset, eligible, ctx.rank(dataset)))
+        for dataset in set(ctx.state) - {c.dataset for c in candidates}:
+            candidates.append(Candidate(dataset, [], ctx.rank(dataset)))
+        chosen = take(candidates, lambda p: _size(list(p.files)), per_dataset=ctx.per_dataset, per_run=ctx.per_run)
+        units = []
+        for cand in candidates:
+            low = ctx.low(cand.dataset)
+            picked, throttled = chosen[cand.dataset]
+            if not picked:
+                units.append(WorkUnit.carry(cand.dataset, low, "throttled" if throttled else "no new partitions"))
+                continue
+            files = [f for p in picked for f in p.files]
+            note = f"partitions {picked[0].start:%Y-%m-%d %H:%M}..{picked[-1].start:%Y-%m-%d %H:%M}"
+            units.append(
+                WorkUnit(
+                    cand.dataset, low, TimestampWatermark(picked[-1].start), size=_size(files), payload=files, note=note
+                )
+            )
+        return units
+
+    def _list(self, spark: SparkSession) -> list[FileEntry]:
+        fs = _HadoopFs(spark)
+        single = f"files:{self.conf.paths()[0]}" if self.conf.datasets == "single" else None
+        found: dict[str, FileEntry] = {}
+        for pattern in self.conf.paths():
+            for path, is_dir in fs.glob(pattern):
+                entries = fs.files_under(path, single) if is_dir else [fs.file(path, single)]
+                for entry in entries:
+                    if entry is not None:
+                        found[entry.path] = entry
+        return list(found.values())
+
+    def _range_ms(self) -> tuple[int, int]:
+        def ms(text: str | None, default: int) -> int:
+            if text is None:
+                return default
+            try:
+                return int(parse_timestamp(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
+            except ValueError as exc:
+                raise ConfigError(f"`{text}` is not a timestamp", key=f"{self.key}.from") from exc
+
+        return ms(self.conf.from_, -(2**62)), ms(self.conf.to, 2**62)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+        if self.schema_ddl is not None:
+            return _ddl_schema(self._ddl())
+        if units is None:
+            paths = self.conf.paths()
+        else:
+            paths = [f.path for u in units if not u.empty for f in u.payload]
+            if not paths:
+                return None
+        schema: StructType = self._reader(spark).load(paths).schema
+        return schema
+
+    def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
+        work = [u for u in units if not u.empty]
+        if self.conf.datasets == "directory" and self.conf.incremental != "partitions":
+            frame = self._reader(spark).schema(schema).load([f.path for u in work for f in u.payload])
+            parent = F.regexp_extract(F.col("_metadata.file_path"), r"^(.*)/[^/]*$", 1)
+            return frame.withColumn(DATASET, F.concat(F.lit("files:"), parent))
+        frames = [
+            self._reader(spark).schema(schema).load([f.path for f in u.payload]).withColumn(DATASET, F.lit(u.dataset))
+            for u in work
+        ]
+        return reduce(lambda a, b: a.unionByName(b), frames)
+
+    def _ddl(self) -> str:
+        assert self.schema_ddl is not None
+        if self.conf.format in _KEEPS_CORRUPT:
+            return f"{self.schema_ddl}, `{CORRUPT_RECORD}` STRING"
+        return self.schema_ddl
+
+    def _reader(self, spark: SparkSession) -> DataFrameReader:
         conf = self.conf
         reader = spark.read.format(conf.format).options(**{k: str(v) for k, v in conf.options.items()})
         if conf.format in _KEEPS_CORRUPT:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
-        if self.schema_ddl is not None:
-            ddl = self.schema_ddl
-            if conf.format in _KEEPS_CORRUPT:
-                ddl = f"{ddl}, `{CORRUPT_RECORD}` STRING"
-            reader = reader.schema(ddl)
-        return reader.load(conf.paths())
+        return reader
+
+
+def _ddl_schema(ddl: str) -> StructType:
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    return schema
+
+
+def _is_new(f: FileEntry, low: Watermark | None, lookback_ms: int) -> bool:
+    if low is None:
+        return True
+    assert isinstance(low, FileWatermark)
+    if f.position > low.position:
+        return True
+    return f.mtime_ms > low.mtime_ms - lookback_ms and f.path not in low.recent
+
+
+def _advance(low: Watermark | None, picked: list[FileEntry], mtimes: dict[str, int], lookback_ms: int) -> FileWatermark:
+    """The watermark after reading ``picked``: the furthest position, and the paths read within
+    the look-back window of it (earlier ones carried over while still listed)."""
+    furthest = max(f.position for f in picked)
+    if isinstance(low, FileWatermark) and low.position > furthest:
+        furthest = low.position
+    floor = furthest[0] - lookback_ms
+    previous = low.recent if isinstance(low, FileWatermark) else ()
+    recent = {p for p in previous if mtimes.get(p, -1) > floor} | {f.path for f in picked if f.mtime_ms > floor}
+    return FileWatermark(furthest[0], furthest[1], tuple(sorted(recent)))
+
+
+def _group(files: list[FileEntry]) -> dict[str, list[FileEntry]]:
+    out: dict[str, list[FileEntry]] = {}
+    for f in files:
+        out.setdefault(f.dataset, []).append(f)
+    return out
+
+
+def _size(files: list[FileEntry]) -> Size:
+    return Size(records=None, bytes=sum(f.size for f in files), files=len(files))
+
+
+def _file_size(f: FileEntry) -> Size:
+    return Size(records=None, bytes=f.size, files=1)
+
+
+def _fixed_prefix(path: str) -> str:
+    """The directories of a glob before its first wildcard (``/in/2026-*/x.json`` -> ``/in``)."""
+    head = _GLOB.split(path, maxsplit=1)[0]
+    return head.rsplit("/", 1)[0] or "/"
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+class _HadoopFs:
+    """The Hadoop FileSystem API through py4j: globs, recursive listings, file status."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        self._jvm = jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+
+    def _path(self, path: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(path)
+
+    def exists(self, path: str) -> bool:
+        jpath = self._path(path)
+        return bool(jpath.getFileSystem(self._conf).exists(jpath))
+
+    def glob(self, pattern: str) -> list[tuple[str, bool]]:
+        """``(uri, is_directory)`` of each visible match."""
+        jpath = self._path(pattern)
+        matches = jpath.getFileSystem(self._conf).globStatus(jpath)
+        if matches is None:
+            return []
+        out = []
+        for status in matches:
+            path = status.getPath()
+            if not _hidden(path.getName()):
+                out.append((path.toUri().toString(), bool(status.isDirectory())))
+        return out
+
+    def file(self, uri: str, dataset: str | None) -> FileEntry | None:
+        jpath = self._path(uri)
+        status = jpath.getFileSystem(self._conf).getFileStatus(jpath)
+        return self._entry(status, dataset)
+
+    def files_under(self, root: str, dataset: str | None) -> list[FileEntry]:
+        """Every visible file below ``root``, recursively."""
+        jroot = self._path(root)
+        it = jroot.getFileSystem(self._conf).listFiles(jroot, True)
+        out = []
+        prefix = len(root.rstrip("/")) + 1
+        while it.hasNext():
+            status = it.next()
+            entry = self._entry(status, dataset)
+            if entry is not None and not any(_hidden(part) for part in entry.path[prefix:].split("/")):
+                out.append(entry)
+        return out
+
+    @staticmethod
+    def _entry(status: Any, dataset: str | None) -> FileEntry | None:
+        path = status.getPath()
+        if _hidden(path.getName()):
+            return None
+        uri = path.toUri().toString()
+        return FileEntry(
+            path=uri,
+            size=int(status.getLen()),
+            mtime_ms=int(status.getModificationTime()),
+            dataset=dataset or f"files:{uri.rsplit('/', 1)[0]}",
+        )
+
+
+class _PartitionLayout:
+    """``yyyy/MM/dd`` or ``dt=yyyy-MM-dd/HH`` as a regex over a file's path below its root."""
+
+    _FIELDS = {"yyyy": r"(?P<y>\d{4})", "MM": r"(?P<m>\d{2})", "dd": r"(?P<d>\d{2})", "HH": r"(?P<h>\d{2})"}
+
+    def __init__(self, pattern: str) -> None:
+        regex = ""
+        rest = pattern
+        while rest:
+            token = next((t for t in self._FIELDS if rest.startswith(t)), None)
+            if token:
+                regex += self._FIELDS[token]
+                rest = rest[len(token) :]
+            else:
+                regex += re.escape(rest[0])
+                rest = rest[1:]
+        self.regex = re.compile(regex + "/")
+        self.unit = "h" if "HH" in pattern else "d" if "dd" in pattern else "m" if "MM" in pattern else "y"
+
+    def start_of(self, relative: str) -> datetime | None:
+        found = self.regex.match(relative)
+        if not found:
+            return None
+        g = found.groupdict()
+        return datetime(int(g["y"]), int(g.get("m") or 1), int(g.get("d") or 1), int(g.get("h") or 0))
+
+    def end_of(self, start: datetime) -> datetime:
+        if self.unit == "h":
+            return start + timedelta(hours=1)
+        if self.unit == "d":
+            return start + timedelta(days=1)
+        if self.unit == "m":
+            return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+        return start.replace(year=start.year + 1)

@@ -35,7 +35,7 @@ def compile_job(raw: dict[str, Any], *, name: str, file: str | None, warehouse: 
                 key="job.dags",
                 file=file,
             )
-        dags = tuple(_compile_dag(n, d, f"job.dags.{n}", ctx) for n, d in job.dags.items())
+        dags = tuple(_compile_dag(n, _inherit(job, d), f"job.dags.{n}", ctx) for n, d in job.dags.items())
     else:
         if not job.sources or not job.sinks:
             missing = "sources" if not job.sources else "sinks"
@@ -50,6 +50,12 @@ def compile_job(raw: dict[str, Any], *, name: str, file: str | None, warehouse: 
         dags=dags,
         description=job.description,
     )
+
+
+def _inherit(job: JobConf, dag: DagConf) -> DagConf:
+    """A DAG takes the job-level ``publish``/``work_units``/``persist`` unless it sets its own."""
+    shared = {k: getattr(job, k) for k in ("publish", "work_units", "persist") if k in job.model_fields_set}
+    return dag.model_copy(update={k: v for k, v in shared.items() if k not in dag.model_fields_set})
 
 
 class _Context:
@@ -92,6 +98,8 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec:
         sinks=sinks,
         error_table=error_table,
         persist=dag.persist,
+        publish=dag.publish,
+        work_units=dag.work_units,
     )
 
 

@@ -26,6 +26,24 @@ class ErrorTableConf(_Strict):
     """The error table's location; ``<warehouse>/_errors/<job>`` when unset."""
 
 
+class PublishConf(_Strict):
+    """When a run's datasets are published and their watermarks advanced."""
+
+    policy: Literal["full", "partial"] = "full"
+    """``full``: any failed dataset rolls the whole DAG run back (nothing written, no watermark
+    moves). ``partial``: the datasets that read fine are written and advance; failed ones keep
+    their watermark for the next run (exit code 1, status PARTIAL)."""
+
+
+class WorkUnitsConf(_Strict):
+    """How a run's work units are packed and run."""
+
+    max_groups: int = Field(default=8, ge=1)
+    """At most this many multi-work-units (each one Spark job and one unit of failure)."""
+    parallelism: int = Field(default=2, ge=1)
+    """How many multi-work-units of one DAG are read at once."""
+
+
 class DagConf(_Strict):
     """One JobDag: a source, a converter chain, fork branches and sinks."""
 
@@ -41,6 +59,10 @@ class DagConf(_Strict):
     """The error table."""
     persist: PersistLevel = "DISK_ONLY"
     """How the converted records are kept between the branches' writes (the source is read once)."""
+    publish: PublishConf = PublishConf()
+    """The commit policy (a job-level ``publish`` is the default of its DAGs)."""
+    work_units: WorkUnitsConf = WorkUnitsConf()
+    """Packing of work units (a job-level ``work_units`` is the default of its DAGs)."""
 
 
 class JobConf(DagConf):
@@ -84,6 +106,8 @@ class DagSpec:
     sinks: tuple[PluginSpec, ...]
     error_table: str | None
     persist: PersistLevel
+    publish: PublishConf = field(default_factory=PublishConf)
+    work_units: WorkUnitsConf = field(default_factory=WorkUnitsConf)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ SCHEMA_VERSION = 1
 class RunStatus(str, enum.Enum):
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
+    PARTIAL = "PARTIAL"
     FAILED = "FAILED"
 
 

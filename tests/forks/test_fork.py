@@ -8,11 +8,15 @@ from typing import Any, ClassVar, Literal
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import functions as F
 
 from engine.errors import ConfigError
-from engine.plugins import PluginConf, PluginEntry
+from engine.converters.frame import DATASET
+from engine.plugins import PluginEntry
 from engine.sources import SOURCES
-from engine.sources.base import Source
+from engine.sources.base import PlanContext, Source
+from engine.sources.conf import SourceConf
+from engine.sources.workunits import WorkUnit
 from tests.helpers import json_job, run_dict, write_jsonl
 
 ROWS = [{"id": i, "amount": a} for i, a in enumerate([5, 50, 500, 5000, -1])]
@@ -41,7 +45,7 @@ def test_named_branches_overlap_and_take_only_valid_records(spark: Any, lake: Pa
     assert [(r["step"], r["job"], r["run_id"]) for r in bad] == [("check", "t", "run-1")]
 
 
-class CountedConf(PluginConf):
+class CountedConf(SourceConf):
     type: Literal["counted"] = "counted"
     rows: int
 
@@ -52,7 +56,15 @@ class CountedSource(Source):
     Conf = CountedConf
     produced: ClassVar[Any] = None
 
-    def _read(self, spark: Any) -> Any:
+    def plan(self, spark: Any, ctx: PlanContext) -> list[WorkUnit]:
+        return [WorkUnit(dataset="counted", low=None, high=None)]
+
+    def schema(self, spark: Any, units: list[WorkUnit] | None) -> Any:
+        from pyspark.sql.types import StructType
+
+        return StructType.fromDDL("id INT, amount INT")
+
+    def read(self, spark: Any, units: list[WorkUnit], schema: Any) -> Any:
         acc = CountedSource.produced = spark.sparkContext.accumulator(0)
         n = self.conf.rows  # type: ignore[attr-defined]
 
@@ -60,7 +72,8 @@ class CountedSource(Source):
             acc.add(1)
             return (i, i * 10)
 
-        return spark.createDataFrame(spark.sparkContext.parallelize(range(n), 2).map(produce), "id INT, amount INT")
+        rows = spark.sparkContext.parallelize(range(n), 2).map(produce)
+        return spark.createDataFrame(rows, schema).withColumn(DATASET, F.lit("counted"))
 
 
 @pytest.mark.parametrize(

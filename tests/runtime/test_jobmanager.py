@@ -37,7 +37,7 @@ def test_dags_run_in_parallel_and_one_failure_does_not_stop_the_others(spark: An
     by_name = {d.name: d for d in result.dags}
     assert (by_name["a"].status, by_name["c"].status, by_name["boom"].status) == ("SUCCEEDED", "SUCCEEDED", "FAILED")
     assert "injected failure" in by_name["boom"].message
-    assert result.status == "FAILED"
+    assert result.status == "PARTIAL"  # a and c committed, boom did not
     assert result.summary()["failed_dags"] == ["boom"]
     for name in ("a", "c"):
         assert sorted(DeltaTable(str(lake / name)).to_pyarrow_table().column("twice").to_pylist()) == list(

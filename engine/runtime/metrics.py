@@ -1,0 +1,28 @@
+"""Cost accounting from Spark's own status store (no listener, no extra jobs)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def executor_seconds(spark: SparkSession, job_group: str) -> float:
+    """Executor run time summed over every stage of every Spark job run under ``job_group``
+    (0.0 if the status store cannot say: cost accounting never fails a run)."""
+    sc = spark.sparkContext
+    try:
+        store = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
+        total_ms = 0
+        for job_id in sc.statusTracker().getJobIdsForGroup(job_group):
+            stages = store.job(job_id).stageIds()
+            for i in range(stages.length()):
+                total_ms += int(store.lastStageAttempt(stages.apply(i)).executorRunTime())
+        return total_ms / 1000.0
+    except Exception as exc:
+        log.debug("no executor time for %s: %s", job_group, exc)
+        return 0.0

@@ -1,0 +1,198 @@
+"""Per-dataset state, job and flow status, and checkpoint changes: the metadata store contract
+with an in-memory twin. :mod:`engine.state.delta_store` keeps the same in Delta tables.
+
+State rows are append-only and keyed by ``(job, dag, scope, dataset)``; the newest row of a key
+(by ``committed_at``) is the dataset's state. ``scope`` is ``live`` for scheduled runs and
+``backfill:<from>..<to>`` for a bounded backfill, whose bookkeeping never touches the live one.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from engine.state.watermarks import Watermark
+
+SCHEMA_VERSION = 1
+LIVE = "live"
+
+
+def backfill_scope(start: str | None, end: str | None) -> str:
+    return f"backfill:{start or ''}..{end or ''}"
+
+
+class DatasetStatus(str, enum.Enum):
+    COMMITTED = "COMMITTED"
+    """Read, written and its watermark advanced."""
+    EMPTY = "EMPTY"
+    """Nothing new (or throttled out this run): the watermark is carried forward unchanged."""
+    FAILED = "FAILED"
+    """This dataset failed: its watermark stays at the low watermark."""
+    ROLLED_BACK = "ROLLED_BACK"
+    """Read fine, but the run did not commit (``policy = full`` and another dataset failed)."""
+
+
+class FlowState(str, enum.Enum):
+    SUCCEEDED = "SUCCEEDED"
+    PARTIAL = "PARTIAL"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class DatasetState:
+    job: str
+    dag: str
+    scope: str
+    dataset: str
+    watermark: Watermark | None
+    run_id: str
+    committed_at: datetime
+    note: str = ""
+    """Why the row was written: ``run``, or the checkpoint action that wrote it."""
+
+
+@dataclass(frozen=True)
+class JobStatusRow:
+    """One dataset in one run (Gobblin's JobStatus)."""
+
+    run_id: str
+    job: str
+    dag: str
+    scope: str
+    dataset: str
+    status: DatasetStatus
+    message: str
+    records: int
+    bytes: int
+    executor_seconds: float
+    low: str | None
+    high: str | None
+    start_time: datetime
+    end_time: datetime
+
+
+@dataclass(frozen=True)
+class FlowStatusRow:
+    """One run of a job (Gobblin's FlowStatus)."""
+
+    run_id: str
+    job: str
+    status: FlowState
+    message: str
+    datasets: int
+    committed: int
+    failed: int
+    records: int
+    start_time: datetime
+    end_time: datetime
+
+
+@dataclass(frozen=True)
+class CheckpointChange:
+    job: str
+    dag: str
+    dataset: str
+    action: str
+    old: str | None
+    new: str | None
+    reason: str
+    user: str
+    changed_at: datetime
+
+
+class MetadataStore(ABC):
+    """Where dataset state and status live."""
+
+    @abstractmethod
+    def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
+        """The newest state of every dataset of ``(job, dag, scope)``, by dataset URN."""
+
+    @abstractmethod
+    def save_state(self, rows: list[DatasetState]) -> None:
+        """Append ``rows`` in one commit (all or nothing)."""
+
+    @abstractmethod
+    def add_job_status(self, rows: list[JobStatusRow]) -> None: ...
+
+    @abstractmethod
+    def add_flow_status(self, row: FlowStatusRow) -> None: ...
+
+    @abstractmethod
+    def add_change(self, change: CheckpointChange) -> None: ...
+
+    @abstractmethod
+    def job_status(self, job: str, *, runs: int = 5) -> list[JobStatusRow]:
+        """The dataset rows of the last ``runs`` runs of ``job``, newest first."""
+
+    @abstractmethod
+    def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]: ...
+
+    @abstractmethod
+    def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]: ...
+
+    @abstractmethod
+    def all_state(self, job: str) -> list[DatasetState]:
+        """The newest state of every ``(dag, scope, dataset)`` of ``job``."""
+
+
+class InMemoryMetadataStore(MetadataStore):
+    """For fast tests: the same contract, no Spark."""
+
+    def __init__(self) -> None:
+        self.states: list[DatasetState] = []
+        self.jobs: list[JobStatusRow] = []
+        self.flows: list[FlowStatusRow] = []
+        self.changelog: list[CheckpointChange] = []
+        self._lock = threading.Lock()
+
+    def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
+        return {s.dataset: s for s in self.all_state(job) if s.dag == dag and s.scope == scope}
+
+    def save_state(self, rows: list[DatasetState]) -> None:
+        with self._lock:
+            self.states.extend(rows)
+
+    def add_job_status(self, rows: list[JobStatusRow]) -> None:
+        with self._lock:
+            self.jobs.extend(rows)
+
+    def add_flow_status(self, row: FlowStatusRow) -> None:
+        with self._lock:
+            self.flows.append(row)
+
+    def add_change(self, change: CheckpointChange) -> None:
+        with self._lock:
+            self.changelog.append(change)
+
+    def job_status(self, job: str, *, runs: int = 5) -> list[JobStatusRow]:
+        rows = [r for r in self.jobs if r.job == job]
+        keep = set(last_runs([(r.run_id, r.start_time) for r in rows], runs))
+        return sorted((r for r in rows if r.run_id in keep), key=lambda r: (r.start_time, r.dataset), reverse=True)
+
+    def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]:
+        return sorted((r for r in self.flows if r.job == job), key=lambda r: r.start_time, reverse=True)[:limit]
+
+    def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]:
+        return sorted((c for c in self.changelog if c.job == job), key=lambda c: c.changed_at, reverse=True)[:limit]
+
+    def all_state(self, job: str) -> list[DatasetState]:
+        latest: dict[tuple[str, str, str], DatasetState] = {}
+        for row in sorted((s for s in self.states if s.job == job), key=lambda s: s.committed_at):
+            latest[(row.dag, row.scope, row.dataset)] = row
+        return list(latest.values())
+
+
+def last_runs(runs: list[tuple[str, datetime]], n: int) -> list[str]:
+    """The ids of the ``n`` newest runs among ``(run_id, start)`` pairs."""
+    first_seen: dict[str, datetime] = {}
+    for run_id, start in runs:
+        first_seen[run_id] = min(start, first_seen.get(run_id, start))
+    return [r for r, _ in sorted(first_seen.items(), key=lambda kv: kv[1], reverse=True)[:n]]
+
+
+def utcnow() -> datetime:
+    """Naive UTC, microseconds: how every time in the metadata tables is kept."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)

@@ -1,0 +1,177 @@
+"""Watermarks: where a dataset's reading stopped. Pure values, no Spark.
+
+A work unit reads ``(low, expected_high]``; when it commits, its *actual* high watermark becomes
+the dataset's stored watermark and the next run's low. Every kind serialises to a small JSON
+object (``to_json``/``parse``) kept in the state table, and parses from the command line
+(``parse_cli``) for ``mode=checkpoint``.
+
+- :class:`LongWatermark`: an offset, a table version, an id.
+- :class:`TimestampWatermark`: a UTC timestamp (naive, microseconds).
+- :class:`MultiLongWatermark`: one long per partition (a Kafka-style topic); ordered only when
+  every partition is (``<=`` is element-wise).
+- :class:`FileWatermark`: the last file read, ordered by (modification time, path), with the paths
+  read in the look-back window so a late file (older modification time, listed later) is still
+  picked up once.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from engine.errors import ConfigError
+
+
+class Watermark(ABC):
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def payload(self) -> Any: ...
+
+    @classmethod
+    @abstractmethod
+    def from_payload(cls, value: Any) -> Watermark: ...
+
+    @abstractmethod
+    def at_most(self, other: Watermark) -> bool:
+        """``self <= other`` for this kind (a different kind is never comparable)."""
+
+    def display(self) -> str:
+        return str(self.payload())
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "value": self.payload()}, sort_keys=True)
+
+
+@dataclass(frozen=True, order=True)
+class LongWatermark(Watermark):
+    value: int
+    kind: ClassVar[str] = "long"
+
+    def payload(self) -> int:
+        return self.value
+
+    @classmethod
+    def from_payload(cls, value: Any) -> LongWatermark:
+        return cls(int(value))
+
+    def at_most(self, other: Watermark) -> bool:
+        return isinstance(other, LongWatermark) and self.value <= other.value
+
+
+@dataclass(frozen=True, order=True)
+class TimestampWatermark(Watermark):
+    value: datetime
+    kind: ClassVar[str] = "timestamp"
+
+    def __post_init__(self) -> None:
+        if self.value.tzinfo is not None:  # stored as naive UTC
+            object.__setattr__(self, "value", self.value.astimezone(timezone.utc).replace(tzinfo=None))
+
+    def payload(self) -> str:
+        return self.value.isoformat(sep=" ")
+
+    @classmethod
+    def from_payload(cls, value: Any) -> TimestampWatermark:
+        return cls(value if isinstance(value, datetime) else parse_timestamp(str(value)))
+
+    def at_most(self, other: Watermark) -> bool:
+        return isinstance(other, TimestampWatermark) and self.value <= other.value
+
+
+@dataclass(frozen=True)
+class MultiLongWatermark(Watermark):
+    values: tuple[int, ...]
+    kind: ClassVar[str] = "multi_long"
+
+    def payload(self) -> list[int]:
+        return list(self.values)
+
+    @classmethod
+    def from_payload(cls, value: Any) -> MultiLongWatermark:
+        return cls(tuple(int(v) for v in value))
+
+    def at_most(self, other: Watermark) -> bool:
+        return (
+            isinstance(other, MultiLongWatermark)
+            and len(self.values) == len(other.values)
+            and all(a <= b for a, b in zip(self.values, other.values, strict=True))
+        )
+
+
+@dataclass(frozen=True)
+class FileWatermark(Watermark):
+    mtime_ms: int
+    path: str
+    recent: tuple[str, ...] = field(default=(), compare=False)
+    """Paths already read whose modification time is within the look-back window of ``mtime_ms``."""
+    kind: ClassVar[str] = "file"
+
+    @property
+    def position(self) -> tuple[int, str]:
+        return (self.mtime_ms, self.path)
+
+    def payload(self) -> dict[str, Any]:
+        return {"mtime_ms": self.mtime_ms, "path": self.path, "recent": list(self.recent)}
+
+    @classmethod
+    def from_payload(cls, value: Any) -> FileWatermark:
+        return cls(int(value["mtime_ms"]), str(value["path"]), tuple(value.get("recent", ())))
+
+    def at_most(self, other: Watermark) -> bool:
+        return isinstance(other, FileWatermark) and self.position <= other.position
+
+    def display(self) -> str:
+        when = datetime.fromtimestamp(self.mtime_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return f"{when} {self.path}"
+
+
+KINDS: dict[str, type[Watermark]] = {
+    k.kind: k for k in (LongWatermark, TimestampWatermark, MultiLongWatermark, FileWatermark)
+}
+
+
+def parse(text: str | None) -> Watermark | None:
+    """A watermark from its stored JSON (``None`` for none)."""
+    if not text:
+        return None
+    data = json.loads(text)
+    kind = KINDS.get(data.get("kind"))
+    if kind is None:
+        raise ConfigError(f"unknown watermark kind `{data.get('kind')}` in the state table")
+    return kind.from_payload(data["value"])
+
+
+def parse_cli(kind: str, text: str, *, key: str = "checkpoint.value") -> Watermark:
+    """A watermark of ``kind`` typed by a user: ``42``, ``2026-11-01 10:00:00``, ``[1,2,3]``,
+    ``<epoch ms or timestamp>|<path>`` for files."""
+    try:
+        if kind == "long":
+            return LongWatermark(int(text))
+        if kind == "timestamp":
+            return TimestampWatermark(parse_timestamp(text))
+        if kind == "multi_long":
+            values = json.loads(text) if text.strip().startswith("[") else text.split(",")
+            return MultiLongWatermark(tuple(int(v) for v in values))
+        if kind == "file":
+            when, _, path = text.partition("|")
+            mtime = (
+                int(when)
+                if when.strip().isdigit()
+                else int(parse_timestamp(when).replace(tzinfo=timezone.utc).timestamp() * 1000)
+            )
+            return FileWatermark(mtime, path)
+    except (ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"`{text}` is not a {kind} watermark: {exc}", key=key) from exc
+    raise ConfigError(f"unknown watermark kind `{kind}`; use one of: {', '.join(KINDS)}", key=key)
+
+
+def parse_timestamp(text: str) -> datetime:
+    """An ISO-8601 date or timestamp, as naive UTC (an offset, if given, is converted)."""
+    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
