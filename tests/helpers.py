@@ -37,3 +37,27 @@ def json_job(path: Path, converters: list[dict[str, Any]], **extra: Any) -> dict
     }
     job.update(extra)
     return job
+
+
+def run_with(spark: Any, raw: dict[str, Any], lake: Path, metadata: Any, *, run: int, name: str = "t") -> Any:
+    """Run ``raw`` against a shared metadata store (state carried between runs)."""
+    from engine.runtime import JobManager
+    from engine.state import InMemoryRunStore
+
+    return JobManager(spark, metadata).run(compile_dict(raw, lake, name=name), f"run-{run}", InMemoryRunStore())
+
+
+def touch(path: Path, rows: list[dict[str, Any]], *, mtime: float) -> Path:
+    """Write JSON lines at ``path`` with a given modification time (seconds since the epoch)."""
+    import os
+
+    write_jsonl(path, rows)  # type: ignore[arg-type]
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def delta_ids(path: Path, column: str = "id") -> list[Any]:
+    """The ``column`` values of a Delta table, sorted, read with delta-rs (not Spark)."""
+    from deltalake import DeltaTable
+
+    return sorted(DeltaTable(str(path)).to_pyarrow_table().column(column).to_pylist())

@@ -19,7 +19,7 @@ from engine.config import AppConfig, run_app
 from engine.errors import EXIT_JOB_FAILED, EXIT_OK, ConfigError, EngineError
 
 log = logging.getLogger("engine")
-MODES = ("run", "validate")
+MODES = ("run", "validate", "status", "checkpoint")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -91,11 +91,30 @@ def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
     if mode == "validate":
         JobManager(spark).validate(spec, run_id)
         return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
-    metadata = DeltaMetadataStore(spark, f"{warehouse}/_engine").ensure()
+    metadata = DeltaMetadataStore(spark, f"{warehouse}/_engine")
+    if mode in ("status", "checkpoint"):
+        return _operate(mode, data, metadata, spec, run_id)
     manager = JobManager(spark, metadata)
     planned = manager.plan(spec, run_id)  # every config mistake surfaces here, before any write
+    metadata.ensure()
     store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
     return manager.execute(planned, store).summary()
+
+
+def _operate(mode: str, data: dict[str, Any], metadata: Any, spec: Any, run_id: str) -> dict[str, Any]:
+    from engine.cli.status import checkpoint, status_report
+    from engine.state.checkpoints import CheckpointRequest
+
+    if mode == "status":
+        return status_report(metadata, spec.name, runs=int(data.get("status", {}).get("runs", 5)))
+    raw = {k: (None if v is None else str(v)) for k, v in (data.get("checkpoint") or {}).items()}
+    unknown = set(raw) - {"action", "dataset", "value", "kind", "reason", "dag"}
+    if unknown:
+        raise ConfigError(f"unknown key `{sorted(unknown)[0]}`", key=f"checkpoint.{sorted(unknown)[0]}")
+    req = CheckpointRequest(**{"action": "show", **{k: v for k, v in raw.items() if v is not None}})
+    if req.action != "show":
+        metadata.ensure()
+    return checkpoint(metadata, spec.name, [d.name for d in spec.dags], req, run_id=f"checkpoint-{run_id}")
 
 
 def _absolute(path: str) -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from engine.config.hocon import load_hocon
 from engine.errors import ConfigError
@@ -33,6 +34,27 @@ def locate_job(choice: str) -> Path | None:
     return next((base.with_name(base.name + s) for s in SUFFIXES if base.with_name(base.name + s).is_file()), None)
 
 
+BACKFILL_KEYS = ("from", "to")
+
+
+def _open_backfill_keys(config: Any) -> None:
+    """Give every source node ``from``/``to`` (null) so a backfill is an ordinary override
+    (``job.sources.orders.from=2026-11-01``) rather than Hydra's ``+key=value``."""
+    if not isinstance(config, DictConfig):
+        return
+    nodes = [config.get("sources")]
+    dags = config.get("dags")
+    if isinstance(dags, DictConfig):
+        nodes += [d.get("sources") for d in dags.values() if isinstance(d, DictConfig)]
+    for sources in nodes:
+        if isinstance(sources, DictConfig):
+            for source in sources.values():
+                if isinstance(source, DictConfig):
+                    for key in BACKFILL_KEYS:
+                        if key not in source:
+                            source[key] = None
+
+
 class JobsConfigSource(ConfigSource):
     @staticmethod
     def scheme() -> str:
@@ -47,8 +69,10 @@ class JobsConfigSource(ConfigSource):
             data = load_hocon(file) if file.suffix == ".conf" else OmegaConf.load(file)
         except ConfigError as exc:
             raise ConfigLoadError(str(exc)) from exc
+        config = OmegaConf.create(data)
+        _open_backfill_keys(config)
         return ConfigResult(
-            config=OmegaConf.create(data),
+            config=config,
             path=f"{self.scheme()}://{jobs_root()}",
             provider="engine",
             header=ConfigSource._get_header_dict(""),

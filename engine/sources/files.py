@@ -44,7 +44,7 @@ _GLOB = re.compile(r"[*?\[{]")
 @dataclass(frozen=True)
 class FileEntry:
     path: str
-    """The file's URI as Hadoop and Spark's ``_metadata.file_path`` spell it (``file:/a%20b/x.json``)."""
+    """The file's qualified Hadoop path, as Spark's readers take it (``file:/in/a b/x.json``)."""
     size: int
     mtime_ms: int
     dataset: str
@@ -328,7 +328,7 @@ class _HadoopFs:
         for status in matches:
             path = status.getPath()
             if not _hidden(path.getName()):
-                out.append((path.toUri().toString(), bool(status.isDirectory())))
+                out.append((path.toString(), bool(status.isDirectory())))
         return out
 
     def file(self, uri: str, dataset: str | None) -> FileEntry | None:
@@ -354,7 +354,7 @@ class _HadoopFs:
         path = status.getPath()
         if _hidden(path.getName()):
             return None
-        uri = path.toUri().toString()
+        uri = path.toString()
         return FileEntry(
             path=uri,
             size=int(status.getLen()),

@@ -69,12 +69,16 @@ class DeltaMetadataStore(MetadataStore):
         return self
 
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
-        rows = _latest(
-            self.state.read().where((F.col("job") == job) & (F.col("dag") == dag) & (F.col("scope") == scope))
-        )
-        return {s.dataset: s for s in (_state(r) for r in rows)}
+        """Read-only: a missing table is an empty state (planning a job that then fails its
+        checks leaves nothing behind)."""
+        if not _readable(self.state):
+            return {}
+        mine = (F.col("job") == job) & (F.col("dag") == dag) & (F.col("scope") == scope)
+        return {s.dataset: s for s in (_state(r) for r in _latest(self.state.read().where(mine)))}
 
     def all_state(self, job: str) -> list[DatasetState]:
+        if not _readable(self.state):
+            return []
         return [_state(r) for r in _latest(self.state.read().where(F.col("job") == job))]
 
     def save_state(self, rows: list[DatasetState]) -> None:
@@ -97,6 +101,8 @@ class DeltaMetadataStore(MetadataStore):
         self.changelog.append([asdict(change)])
 
     def job_status(self, job: str, *, runs: int = 5) -> list[JobStatusRow]:
+        if not _readable(self.jobs):
+            return []
         frame = self.jobs.read().where(F.col("job") == job)
         heads = frame.groupBy("run_id").agg(F.min("start_time").alias("s")).collect()
         keep = last_runs([(r["run_id"], r["s"]) for r in heads], runs)
@@ -105,12 +111,23 @@ class DeltaMetadataStore(MetadataStore):
         return sorted(out, key=lambda r: (r.start_time, r.dataset), reverse=True)
 
     def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]:
+        if not _readable(self.flows):
+            return []
         rows = self.flows.read().where(F.col("job") == job).orderBy(F.desc("start_time")).limit(limit).collect()
         return [FlowStatusRow(**{**r.asDict(), "status": FlowState(r["status"])}) for r in rows]
 
     def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]:
+        if not _readable(self.changelog):
+            return []
         rows = self.changelog.read().where(F.col("job") == job).orderBy(F.desc("changed_at")).limit(limit).collect()
         return [CheckpointChange(**r.asDict()) for r in rows]
+
+
+def _readable(table: MetaTable) -> bool:
+    if not table.exists():
+        return False
+    table.check()
+    return True
 
 
 def _latest(frame: DataFrame) -> list[Row]:

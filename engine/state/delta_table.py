@@ -42,6 +42,13 @@ class MetaTable:
             .property(VERSION_PROPERTY, str(self.version))
             .execute()
         )
+        return self.check()
+
+    def exists(self) -> bool:
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+
+    def check(self) -> MetaTable:
+        """Refuse a table written by a newer schema version (a metadata read, no Spark job)."""
         found = stored_version(self.spark, self.path)
         if found is not None and found > self.version:
             raise ConfigError(

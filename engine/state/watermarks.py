@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
@@ -106,7 +106,7 @@ class MultiLongWatermark(Watermark):
 class FileWatermark(Watermark):
     mtime_ms: int
     path: str
-    recent: tuple[str, ...] = field(default=(), compare=False)
+    recent: tuple[str, ...] = ()
     """Paths already read whose modification time is within the look-back window of ``mtime_ms``."""
     kind: ClassVar[str] = "file"
 

@@ -10,8 +10,8 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from engine.errors import ConfigError
 from engine.converters.frame import DATASET
+from engine.errors import ConfigError
 from engine.plugins import PluginEntry
 from engine.sources import SOURCES
 from engine.sources.base import PlanContext, Source

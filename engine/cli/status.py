@@ -1,0 +1,116 @@
+"""``mode=status`` and ``mode=checkpoint``: the job's last runs, every dataset's watermark and
+the checkpoint changes, as readable tables on stdout (the summary JSON stays the last line)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.state import watermarks
+from engine.state.checkpoints import CheckpointRequest, change_checkpoint
+from engine.state.store import MetadataStore
+
+
+def status_report(store: MetadataStore, job: str, *, runs: int = 5) -> dict[str, Any]:
+    """Print the report and return the summary's content."""
+    flows = store.flow_status(job, limit=runs)
+    states = sorted(store.all_state(job), key=lambda s: (s.dag, s.scope != "live", s.scope, s.dataset))
+    latest = store.job_status(job, runs=1)
+    changes = store.changes(job, limit=10)
+    _table(
+        f"last {runs} runs of {job}",
+        ["run_id", "status", "start", "end", "datasets", "committed", "failed", "records", "message"],
+        [
+            [
+                f.run_id,
+                f.status.value,
+                f.start_time,
+                f.end_time,
+                f.datasets,
+                f.committed,
+                f.failed,
+                f.records,
+                f.message[:80],
+            ]
+            for f in flows
+        ],
+    )
+    _table(
+        "datasets (current watermarks)",
+        ["dag", "scope", "dataset", "kind", "watermark", "set_by", "at", "how"],
+        [
+            [
+                s.dag,
+                s.scope,
+                s.dataset,
+                s.watermark.kind if s.watermark else "-",
+                s.watermark.display() if s.watermark else "(none: reads from the start)",
+                s.run_id,
+                s.committed_at,
+                s.note,
+            ]
+            for s in states
+        ],
+    )
+    _table(
+        "datasets in the last run",
+        ["dataset", "status", "records", "bytes", "executor_s", "low", "high", "message"],
+        [
+            [r.dataset, r.status.value, r.records, r.bytes, r.executor_seconds, r.low, r.high, r.message[:60]]
+            for r in latest
+        ],
+    )
+    _table(
+        "checkpoint changes",
+        ["at", "user", "action", "dataset", "old", "new", "reason"],
+        [[c.changed_at, c.user, c.action, c.dataset, _shown(c.old), _shown(c.new), c.reason] for c in changes],
+    )
+    return {
+        "job": job,
+        "status": "OK",
+        "runs": [{"run_id": f.run_id, "status": f.status.value, "records": f.records} for f in flows],
+        "datasets": [
+            {
+                "dag": s.dag,
+                "scope": s.scope,
+                "dataset": s.dataset,
+                "watermark": s.watermark.payload() if s.watermark else None,
+            }
+            for s in states
+        ],
+        "changes": len(changes),
+    }
+
+
+def checkpoint(
+    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+) -> dict[str, Any]:
+    change = change_checkpoint(store, job, dags, req, run_id=run_id)
+    if change is None:
+        return status_report(store, job)
+    print(f"{change.action} {change.dataset}: {_shown(change.old)} -> {_shown(change.new)} ({change.reason})")
+    return {
+        "job": job,
+        "status": "CHANGED",
+        "action": change.action,
+        "dataset": change.dataset,
+        "old": json.loads(change.old)["value"] if change.old else None,
+        "new": json.loads(change.new)["value"] if change.new else None,
+    }
+
+
+def _shown(stored: str | None) -> str:
+    mark = watermarks.parse(stored)
+    return mark.display() if mark else "(none)"
+
+
+def _table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
+    print(f"\n== {title}")
+    if not cells:
+        print("   (none)")
+        return
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))

@@ -1,0 +1,108 @@
+"""Operating the checkpoints: show, set, reset or rewind a dataset's live watermark.
+
+Every change is a new state row (the newest wins, so history is kept) plus a row in the
+checkpoint changes table: who, when, the old and new value, and why. A reason is required.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+
+from engine.errors import ConfigError
+from engine.state.store import LIVE, CheckpointChange, DatasetState, MetadataStore, utcnow
+from engine.state.watermarks import KINDS, Watermark, parse_cli
+
+ACTIONS = ("show", "set", "reset", "rewind")
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    action: str
+    dataset: str | None = None
+    value: str | None = None
+    kind: str | None = None
+    reason: str | None = None
+    dag: str | None = None
+
+
+def change_checkpoint(
+    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+) -> CheckpointChange | None:
+    """Apply ``req`` (``show`` changes nothing and returns ``None``)."""
+    if req.action not in ACTIONS:
+        raise ConfigError(
+            f"unknown checkpoint action `{req.action}`; use one of: {', '.join(ACTIONS)}", key="checkpoint.action"
+        )
+    if req.action == "show":
+        return None
+    if not req.dataset:
+        raise ConfigError("name the dataset URN to change (see mode=status)", key="checkpoint.dataset")
+    if not req.reason or not req.reason.strip():
+        raise ConfigError("say why: every checkpoint change is recorded with its reason", key="checkpoint.reason")
+    dag = _dag_of(store, job, dags, req)
+    current = store.load_state(job, dag, LIVE).get(req.dataset)
+    old = current.watermark if current else None
+    new = _new_value(req, old)
+    now = utcnow()
+    store.save_state([DatasetState(job, dag, LIVE, req.dataset, new, run_id, now, note=req.action)])
+    change = CheckpointChange(
+        job=job,
+        dag=dag,
+        dataset=req.dataset,
+        action=req.action,
+        old=old.to_json() if old else None,
+        new=new.to_json() if new else None,
+        reason=req.reason.strip(),
+        user=_user(),
+        changed_at=now,
+    )
+    store.add_change(change)
+    return change
+
+
+def _new_value(req: CheckpointRequest, old: Watermark | None) -> Watermark | None:
+    if req.action == "reset":
+        return None  # the next run starts from the beginning of the dataset
+    if req.value is None:
+        raise ConfigError(f"`{req.action}` needs the new watermark", key="checkpoint.value")
+    kind = req.kind or (old.kind if old else None)
+    if kind is None:
+        raise ConfigError(
+            f"the dataset has no watermark yet: give its kind ({', '.join(KINDS)})", key="checkpoint.kind"
+        )
+    if old is not None and kind != old.kind:
+        raise ConfigError(f"the dataset's watermark is a {old.kind}, not a {kind}", key="checkpoint.kind")
+    new = parse_cli(kind, req.value)
+    if req.action == "rewind":
+        if old is None:
+            raise ConfigError("nothing to rewind: the dataset has no watermark", key="checkpoint.dataset")
+        if not new.at_most(old):
+            raise ConfigError(
+                f"rewind moves a watermark back; {new.display()} is after the current {old.display()} (use `set`)",
+                key="checkpoint.value",
+            )
+    return new
+
+
+def _dag_of(store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest) -> str:
+    if req.dag:
+        if req.dag not in dags:
+            raise ConfigError(f"the job has no DAG `{req.dag}`; DAGs: {', '.join(dags)}", key="checkpoint.dag")
+        return req.dag
+    if len(dags) == 1:
+        return dags[0]
+    owners = sorted({s.dag for s in store.all_state(job) if s.dataset == req.dataset and s.scope == LIVE})
+    if len(owners) != 1:
+        raise ConfigError(
+            f"say which DAG the dataset belongs to (checkpoint.dag=...); DAGs: {', '.join(dags)}",
+            key="checkpoint.dag",
+        )
+    return owners[0]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name in some containers
+        return "unknown"
