@@ -17,7 +17,7 @@ from engine.plugins import PluginConf, Registry
 from engine.sinks import SINKS
 from engine.sinks.conf import SinkConf, TableSinkConf
 from engine.sources import SOURCES
-from engine.sources.conf import FilesSourceConf
+from engine.sources.conf import DeltaSourceConf, FilesSourceConf
 from engine.spec.model import BUILTIN_BRANCHES, DagConf, DagSpec, JobConf, JobSpec, PluginSpec, SourceSpec
 from engine.spec.validation import validate
 
@@ -121,6 +121,8 @@ def _compile_source(dag: DagConf, key: str, ctx: _Context) -> SourceSpec:
             ddl = conf.schema_ddl()
         except ConfigError as exc:
             raise ConfigError(exc.message, key=f"{skey}.schema", file=exc.file or ctx.file) from exc
+    if isinstance(conf, DeltaSourceConf):
+        conf = conf.model_copy(update={"path": ctx.under_warehouse(conf.path)})
     return SourceSpec(name=name, conf=conf, entry=entry, key=skey, schema_ddl=ddl)
 
 
