@@ -225,14 +225,26 @@ class FilesSource(Source):
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         work = [u for u in units if not u.empty]
         if self.conf.datasets == "directory" and self.conf.incremental != "partitions":
-            frame = self._reader(spark).schema(schema).load([f.path for u in work for f in u.payload])
-            parent = F.regexp_extract(F.col("_metadata.file_path"), r"^(.*)/[^/]*$", 1)
-            return frame.withColumn(DATASET, F.concat(F.lit("files:"), parent))
+            return self._read_directories(spark, work, schema)
         frames = [
             self._reader(spark).schema(schema).load([f.path for f in u.payload]).withColumn(DATASET, F.lit(u.dataset))
             for u in work
         ]
         return reduce(lambda a, b: a.unionByName(b), frames)
+
+    def _read_directories(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> DataFrame:
+        """All files of the group in one read; each record's dataset from its file's directory,
+        matched on the decoded path (Spark reports ``file:/a%20b/x``, Hadoop lists ``file:/a b/x``)."""
+        frame = self._reader(spark).schema(schema).load([f.path for u in work for f in u.payload])
+        urns = {_bare(f.path).rsplit("/", 1)[0]: u.dataset for u in work for f in u.payload}
+        lookup = F.create_map(*[F.lit(v) for kv in urns.items() for v in kv])
+        bare = F.regexp_replace(F.col("_metadata.file_path"), _SCHEME, "")
+        decoded = F.url_decode(F.replace(bare, F.lit("+"), F.lit("%2B")))
+        parent = F.regexp_extract(decoded, r"^(.*)/[^/]*$", 1)
+        unmapped = F.raise_error(F.concat(F.lit("a file outside the planned datasets: "), decoded))
+        dataset = F.coalesce(F.element_at(lookup, parent), unmapped.cast("string"))
+        out: DataFrame = frame.withColumn(DATASET, dataset)
+        return out
 
     def _ddl(self) -> str:
         assert self.schema_ddl is not None
@@ -296,6 +308,14 @@ def _fixed_prefix(path: str) -> str:
     """The directories of a glob before its first wildcard (``/in/2026-*/x.json`` -> ``/in``)."""
     head = _GLOB.split(path, maxsplit=1)[0]
     return head.rsplit("/", 1)[0] or "/"
+
+
+_SCHEME = r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?"
+
+
+def _bare(path: str) -> str:
+    """A Hadoop path without its scheme and authority (``file:/a b/x`` -> ``/a b/x``)."""
+    return re.sub(_SCHEME, "", path)
 
 
 def _hidden(name: str) -> bool:

@@ -71,6 +71,8 @@ def _new_value(req: CheckpointRequest, old: Watermark | None) -> Watermark | Non
         raise ConfigError(
             f"the dataset has no watermark yet: give its kind ({', '.join(KINDS)})", key="checkpoint.kind"
         )
+    if kind not in KINDS:
+        raise ConfigError(f"unknown watermark kind `{kind}`; use one of: {', '.join(KINDS)}", key="checkpoint.kind")
     if old is not None and kind != old.kind:
         raise ConfigError(f"the dataset's watermark is a {old.kind}, not a {kind}", key="checkpoint.kind")
     new = parse_cli(kind, req.value)
@@ -92,7 +94,9 @@ def _dag_of(store: MetadataStore, job: str, dags: list[str], req: CheckpointRequ
         return req.dag
     if len(dags) == 1:
         return dags[0]
-    owners = sorted({s.dag for s in store.all_state(job) if s.dataset == req.dataset and s.scope == LIVE})
+    owners = sorted(
+        {s.dag for s in store.all_state(job) if s.dataset == req.dataset and s.scope == LIVE and s.dag in dags}
+    )
     if len(owners) != 1:
         raise ConfigError(
             f"say which DAG the dataset belongs to (checkpoint.dag=...); DAGs: {', '.join(dags)}",

@@ -216,3 +216,14 @@ def test_date_partitions_are_read_in_order_once_settled(spark: Any, lake: Path) 
     assert delta_ids(lake / "out") == [*range(0, 5), *range(10, 15), *range(100, 103)]
     (state,) = store.load_state("t", "t").values()
     assert state.watermark == TimestampWatermark(datetime(yesterday.year, yesterday.month, yesterday.day))
+
+
+def test_directory_datasets_with_spaces_and_plus_signs_in_their_names(spark: Any, lake: Path) -> None:
+    land = lake.parent / "land"
+    touch(land / "x y" / "1.json", rows(0, 3), mtime=T0)
+    touch(land / "p+q" / "1.json", rows(3, 8), mtime=T0)
+    store = InMemoryMetadataStore()
+    result = run_with(spark, job(land / "*", datasets="directory"), lake, store, run=1)
+    counts = {o.unit.dataset.rsplit("/", 1)[1]: o.records for o in result.dags[0].datasets}
+    assert counts == {"x y": 3, "p+q": 5}
+    assert {k.rsplit("/", 1)[1] for k in store.load_state("t", "t")} == {"x y", "p+q"}
