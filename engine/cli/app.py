@@ -45,7 +45,7 @@ def run_task(app: AppConfig) -> int:
     job = app.job_choice or "?"
     try:
         summary = _execute(app, run_id)
-        code = EXIT_OK if summary["status"] in ("SUCCEEDED", "VALID") else EXIT_JOB_FAILED
+        code = EXIT_OK if summary["status"] in ("SUCCEEDED", "VALID", "OK", "CHANGED") else EXIT_JOB_FAILED
     except EngineError as exc:
         if isinstance(exc, ConfigError):
             exc.in_file(app.job_file)

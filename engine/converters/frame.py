@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from engine.columns import DATASET as DATASET
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -20,8 +22,6 @@ SOURCE = "__engine_source"
 RAW = "__engine_raw"
 RECORD = "__engine_record"
 DROPPED = "__engine_dropped"
-DATASET = "__engine_dataset"
-"""The dataset URN of each record, added by the source (state and counts are kept per dataset)."""
 INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET)
 READ_STEP = "read"
 

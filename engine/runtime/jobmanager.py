@@ -81,11 +81,12 @@ class JobManager:
 
     def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
         """Load state, plan work units and check every DAG; a config mistake raises before any write."""
-        manager = MetadataManager(self.metadata, job=spec.name, run_id=run_id)
+        manager = MetadataManager(self.metadata, job=spec.name, run_id=run_id, job_budget=spec.limits.budget())
         planned = []
         for dag in self._dags(spec, run_id):
             plan = dag.plan(self.spark, manager.context(dag))
             assert plan is not None
+            manager.planned_units(plan.units)
             planned.append((dag, plan))
         return PlannedJob(spec=spec, run_id=run_id, dags=planned, metadata=manager)
 

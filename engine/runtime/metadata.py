@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine.sources.base import PlanContext
+from engine.sources.workunits import Budget, Size, WorkUnit
 from engine.state.store import (
     DatasetState,
     DatasetStatus,
@@ -23,12 +24,23 @@ if TYPE_CHECKING:
 
 
 class MetadataManager:
-    def __init__(self, store: MetadataStore, *, job: str, run_id: str, now: datetime | None = None) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        job: str,
+        run_id: str,
+        now: datetime | None = None,
+        job_budget: Budget | None = None,
+    ) -> None:
         self.store = store
         self.job = job
         self.run_id = run_id
         self.now = now or utcnow()
         self._copies: dict[str, dict[str, DatasetState]] = {}
+        self.job_budget = job_budget or Budget()
+        self.planned = Size(0, 0, 0)
+        """What the DAGs planned so far take of the job budget."""
         self._lock = threading.Lock()
 
     def context(self, dag: JobDag) -> PlanContext:
@@ -37,7 +49,17 @@ class MetadataManager:
         with self._lock:
             self._copies[dag.name] = state
         limits = dag.source.conf.limits
-        return PlanContext(state=state, per_dataset=limits.per_dataset.budget(), per_run=limits.budget(), now=self.now)
+        per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
+        first = self.planned == Size(0, 0, 0)
+        return PlanContext(
+            state=state, per_dataset=limits.per_dataset.budget(), per_run=per_run, now=self.now, guarantee=first
+        )
+
+    def planned_units(self, units: list[WorkUnit]) -> None:
+        """Count ``units`` against the job budget (DAGs are planned one after the other)."""
+        for unit in units:
+            if not unit.empty:
+                self.planned = self.planned + unit.size
 
     def commit(self, dag: JobDag, result: DagResult) -> list[DatasetState]:
         """Save the committed datasets' new watermarks (one append) and every dataset's status row."""

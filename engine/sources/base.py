@@ -37,6 +37,8 @@ class PlanContext:
     per_run: Budget
     now: datetime
     """The run's start (naive UTC): every "how long ago" is measured from it."""
+    guarantee: bool = True
+    """Whether the first dataset may exceed ``per_run`` by one item (so a run always progresses)."""
 
     def low(self, dataset: str) -> Watermark | None:
         found = self.state.get(dataset)

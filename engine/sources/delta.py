@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from engine.converters.frame import DATASET
+from engine.columns import DATASET
 from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import PlanContext, Source
 from engine.sources.conf import DeltaSourceConf
@@ -117,11 +117,15 @@ class DeltaSource(Source):
         if self.conf.changes == "appends":
             versions = self._appendable(versions)
         chosen = take(
-            [Candidate(self.dataset, versions)], lambda v: v.size, per_dataset=ctx.per_dataset, per_run=ctx.per_run
+            [Candidate(self.dataset, versions)],
+            lambda v: v.size,
+            per_dataset=ctx.per_dataset,
+            per_run=ctx.per_run,
+            guarantee=ctx.guarantee,
         )
         picked, throttled = chosen[self.dataset]
         if not picked:
-            return WorkUnit.carry(self.dataset, low, "no new versions")
+            return WorkUnit.carry(self.dataset, low, "throttled" if throttled else "no new versions")
         last = picked[-1].version
         files = tuple(f for v in picked for f in v.added)
         size = Size(records=0, bytes=0, files=0)

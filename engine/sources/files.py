@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from engine.converters.frame import DATASET
+from engine.columns import DATASET
 from engine.errors import ConfigError
 from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
@@ -117,7 +117,7 @@ class FilesSource(Source):
             ]
             eligible.sort(key=lambda f: f.position)
             candidates.append(Candidate(dataset, eligible, ctx.rank(dataset)))
-        chosen = take(candidates, _file_size, per_dataset=ctx.per_dataset, per_run=ctx.per_run)
+        chosen = take(candidates, _file_size, per_dataset=ctx.per_dataset, per_run=ctx.per_run, guarantee=ctx.guarantee)
         units = []
         for cand in candidates:
             low = ctx.low(cand.dataset)
@@ -168,7 +168,13 @@ class FilesSource(Source):
             candidates.append(Candidate(dataset, eligible, ctx.rank(dataset)))
         for dataset in set(ctx.state) - {c.dataset for c in candidates}:
             candidates.append(Candidate(dataset, [], ctx.rank(dataset)))
-        chosen = take(candidates, lambda p: _size(list(p.files)), per_dataset=ctx.per_dataset, per_run=ctx.per_run)
+        chosen = take(
+            candidates,
+            lambda p: _size(list(p.files)),
+            per_dataset=ctx.per_dataset,
+            per_run=ctx.per_run,
+            guarantee=ctx.guarantee,
+        )
         units = []
         for cand in candidates:
             low = ctx.low(cand.dataset)

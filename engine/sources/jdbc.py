@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.converters.frame import DATASET
+from engine.columns import DATASET
 from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import PlanContext, Source
 from engine.sources.conf import JdbcSourceConf
@@ -103,7 +103,10 @@ class JdbcSource(Source):
         if not count:
             return [WorkUnit.carry(self.dataset, low, "no new rows")]
         high = _wm(kind, last)
-        limit = ctx.per_dataset.max_records or ctx.per_run.max_records
+        limit = ctx.per_dataset.tighter(ctx.per_run).max_records
+        if limit == 0 and not ctx.guarantee:
+            return [WorkUnit.carry(self.dataset, low, "throttled (job limit reached)")]
+        limit = max(1, limit) if limit is not None else None
         note = ""
         if limit and count > limit:
             high = _wm(kind, self._nth(spark, low, limit))

@@ -56,6 +56,28 @@ class Budget:
             )
         )
 
+    def tighter(self, other: Budget) -> Budget:
+        """Each limit the smaller of the two."""
+
+        def low(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        return Budget(
+            low(self.max_records, other.max_records),
+            low(self.max_bytes, other.max_bytes),
+            low(self.max_files, other.max_files),
+        )
+
+    def minus(self, used: Size) -> Budget:
+        """What is left of this budget after ``used`` (never below zero)."""
+
+        def left(limit: int | None, spent: int | None) -> int | None:
+            return None if limit is None else max(0, limit - (spent or 0))
+
+        return Budget(
+            left(self.max_records, used.records), left(self.max_bytes, used.bytes), left(self.max_files, used.files)
+        )
+
     @property
     def unlimited(self) -> bool:
         return self.max_records is None and self.max_bytes is None and self.max_files is None
@@ -105,12 +127,19 @@ class Candidate(Generic[T]):
 
 
 def take(
-    candidates: list[Candidate[T]], size_of: Callable[[T], Size], *, per_dataset: Budget, per_run: Budget
+    candidates: list[Candidate[T]],
+    size_of: Callable[[T], Size],
+    *,
+    per_dataset: Budget,
+    per_run: Budget,
+    guarantee: bool = True,
 ) -> dict[str, tuple[list[T], bool]]:
-    """The items each dataset reads this run, and whether it was throttled."""
+    """The items each dataset reads this run, and whether it was throttled. ``guarantee``: the
+    first dataset gets at least one item even beyond ``per_run`` (off when a job-level budget is
+    shared with DAGs planned before)."""
     chosen: dict[str, tuple[list[T], bool]] = {}
     used = Size(0, 0, 0)
-    first = True
+    first = guarantee
     for cand in sorted(candidates, key=lambda c: c.rank):
         items = _prefix(cand.items, size_of, per_dataset, Size(0, 0, 0), at_least_one=True)
         kept = _prefix(items, size_of, per_run, used, at_least_one=first and bool(items))

@@ -49,6 +49,7 @@ def compile_job(raw: dict[str, Any], *, name: str, file: str | None, warehouse: 
         parallelism=job.parallelism,
         dags=dags,
         description=job.description,
+        limits=job.limits,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.plugins import PluginConf, PluginEntry
+from engine.sources.conf import LimitsConf
 
 PersistLevel = Literal["DISK_ONLY", "MEMORY_AND_DISK", "MEMORY_ONLY", "NONE"]
 BUILTIN_BRANCHES = ("valid", "error")
@@ -78,6 +79,9 @@ class JobConf(DagConf):
     """How many JobDags run at once in the Spark application."""
     dags: dict[str, DagConf] = {}
     """Several JobDags in one job, by name."""
+    limits: LimitsConf = LimitsConf()
+    """Throttling for the whole job run, shared by its DAGs in order (each source's own
+    ``limits`` still apply)."""
 
 
 @dataclass(frozen=True)
@@ -119,3 +123,4 @@ class JobSpec:
     dags: tuple[DagSpec, ...]
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    limits: LimitsConf = field(default_factory=LimitsConf)

@@ -32,6 +32,7 @@ class MetaTable:
         self.schema = schema
         self.version = version
         self.what = what
+        self._checked = False
 
     def ensure(self) -> MetaTable:
         """Create the table if missing (call before any concurrency) and check its schema version."""
@@ -45,10 +46,13 @@ class MetaTable:
         return self.check()
 
     def exists(self) -> bool:
-        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+        return self._checked or bool(DeltaTable.isDeltaTable(self.spark, self.path))
 
     def check(self) -> MetaTable:
-        """Refuse a table written by a newer schema version (a metadata read, no Spark job)."""
+        """Refuse a table written by a newer schema version (a metadata read, no Spark job; once
+        per process: a table's schema version does not change under a running job)."""
+        if self._checked:
+            return self
         found = stored_version(self.spark, self.path)
         if found is not None and found > self.version:
             raise ConfigError(
@@ -56,6 +60,7 @@ class MetaTable:
                 "upgrade the engine or point `warehouse` elsewhere",
                 file=self.path,
             )
+        self._checked = True
         return self
 
     def append(self, rows: Iterable[dict[str, Any]] | Iterable[Sequence[Any]]) -> int:

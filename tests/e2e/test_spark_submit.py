@@ -136,3 +136,44 @@ def test_cfg_job_through_spark_submit() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "format: json" in proc.stdout
     assert "hydra:" not in proc.stdout
+
+
+def test_status_checkpoint_and_an_idle_rerun_through_spark_submit(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    first = submit("job=demo/orders", f"warehouse={wh}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = submit("job=demo/orders", f"warehouse={wh}")  # nothing new: nothing read, nothing written
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (summary(again)["records_read"], summary(again)["sinks"]) == (0, {})
+    assert sorted(r["order_id"] for r in rows(wh / "orders")) == list(range(1, 41))
+
+    status = submit("job=demo/orders", f"warehouse={wh}", "mode=status")
+    assert status.returncode == 0, status.stderr[-3000:]
+    report = summary(status)
+    ((dataset, mark),) = [(d["dataset"], d["watermark"]) for d in report["datasets"]]  # type: ignore[union-attr]
+    assert dataset.startswith("files:") and mark["path"].endswith(".json")
+    assert "== datasets (current watermarks)" in status.stdout
+
+    no_reason = submit(
+        "job=demo/orders",
+        f"warehouse={wh}",
+        "mode=checkpoint",
+        "checkpoint.action=reset",
+        f"checkpoint.dataset={dataset}",
+    )
+    assert no_reason.returncode == 2 and "checkpoint.reason" in no_reason.stdout + no_reason.stderr
+    reset = submit(
+        "job=demo/orders",
+        f"warehouse={wh}",
+        "mode=checkpoint",
+        "checkpoint.action=reset",
+        f"checkpoint.dataset={dataset}",
+        "checkpoint.reason=replay for the e2e test",
+    )
+    assert reset.returncode == 0, reset.stderr[-3000:]
+    assert summary(reset)["status"] == "CHANGED"
+    changes = rows(wh / "_engine" / "checkpoint_changes")
+    assert [(c["action"], c["dataset"], c["new"], c["reason"]) for c in changes] == [
+        ("reset", dataset, None, "replay for the e2e test")
+    ]
+    assert changes[0]["old"] is not None and changes[0]["user"]

@@ -227,3 +227,22 @@ def test_directory_datasets_with_spaces_and_plus_signs_in_their_names(spark: Any
     counts = {o.unit.dataset.rsplit("/", 1)[1]: o.records for o in result.dags[0].datasets}
     assert counts == {"x y": 3, "p+q": 5}
     assert {k.rsplit("/", 1)[1] for k in store.load_state("t", "t")} == {"x y", "p+q"}
+
+
+def test_a_job_level_limit_is_shared_by_its_dags_in_order(spark: Any, lake: Path) -> None:
+    for name in ("a", "b"):
+        for i in range(3):
+            touch(lake.parent / name / f"{i}.json", rows(i, i + 1), mtime=T0 + i)
+
+    def dag(name: str) -> dict[str, Any]:
+        one = job(lake.parent / name / "*.json")
+        one["sinks"] = {"out": {"type": "delta", "path": f"out_{name}"}}
+        return one
+
+    spec = {"dags": {"a": dag("a"), "b": dag("b")}, "limits": {"max_files": 4}, "parallelism": 1}
+    store = InMemoryMetadataStore()
+    first = run_with(spark, spec, lake, store, run=1)
+    assert {d.name: d.records_read for d in first.dags} == {"a": 3, "b": 1}
+    second = run_with(spark, spec, lake, store, run=2)
+    assert {d.name: d.records_read for d in second.dags} == {"a": 0, "b": 2}
+    assert delta_ids(lake / "out_a") == delta_ids(lake / "out_b") == [0, 1, 2]

@@ -1,0 +1,115 @@
+"""The metadata-store contract (state, status, checkpoint changes), run against the in-memory twin
+and the Delta store; the Delta tables are also read back with delta-rs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from engine.errors import ConfigError
+from engine.state.store import (
+    LIVE,
+    CheckpointChange,
+    DatasetState,
+    DatasetStatus,
+    FlowState,
+    FlowStatusRow,
+    InMemoryMetadataStore,
+    JobStatusRow,
+    MetadataStore,
+)
+from engine.state.watermarks import FileWatermark, LongWatermark, TimestampWatermark
+
+T0 = datetime(2026, 11, 1, 10, 0, 0)
+
+
+def state(dataset: str, mark: Any, minute: int, *, dag: str = "d", scope: str = LIVE, job: str = "j") -> DatasetState:
+    return DatasetState(job, dag, scope, dataset, mark, f"r{minute}", T0 + timedelta(minutes=minute))
+
+
+def status(run: str, dataset: str, minute: int) -> JobStatusRow:
+    at = T0 + timedelta(minutes=minute)
+    return JobStatusRow(run, "j", "d", LIVE, dataset, DatasetStatus.COMMITTED, "", 5, 50, 0.5, "1", "2", at, at)
+
+
+class MetadataStoreContract:
+    def store(self) -> MetadataStore:
+        raise NotImplementedError
+
+    def test_the_newest_row_per_dataset_wins_and_scopes_and_dags_are_separate(self) -> None:
+        store = self.store()
+        store.save_state([state("a", LongWatermark(1), 1), state("b", TimestampWatermark(T0), 1)])
+        store.save_state([state("a", LongWatermark(7), 2)])
+        store.save_state([state("a", LongWatermark(99), 3, scope="backfill:1..5"), state("a", None, 3, dag="other")])
+        store.save_state([state("a", LongWatermark(5), 4, job="another")])
+        live = store.load_state("j", "d")
+        assert {k: v.watermark for k, v in live.items()} == {"a": LongWatermark(7), "b": TimestampWatermark(T0)}
+        assert store.load_state("j", "d", "backfill:1..5")["a"].watermark == LongWatermark(99)
+        assert store.load_state("j", "other")["a"].watermark is None
+        assert len(store.all_state("j")) == 4
+
+    def test_watermarks_of_every_kind_survive_the_store(self) -> None:
+        store = self.store()
+        mark = FileWatermark(1_700_000_000_123, "file:/in/a b.json", ("file:/in/x.json",))
+        store.save_state([state("f", mark, 1)])
+        assert store.load_state("j", "d")["f"].watermark == mark
+
+    def test_job_status_keeps_the_last_runs_newest_first(self) -> None:
+        store = self.store()
+        for minute, run in enumerate(("r1", "r2", "r3")):
+            store.add_job_status([status(run, "a", minute), status(run, "b", minute)])
+        rows = store.job_status("j", runs=2)
+        assert [(r.run_id, r.dataset) for r in rows] == [("r3", "b"), ("r3", "a"), ("r2", "b"), ("r2", "a")]
+
+    def test_flow_status_and_changes_newest_first(self) -> None:
+        store = self.store()
+        for minute in (1, 3, 2):
+            at = T0 + timedelta(minutes=minute)
+            store.add_flow_status(FlowStatusRow(f"r{minute}", "j", FlowState.PARTIAL, "", 2, 1, 1, 9, at, at))
+            store.add_change(CheckpointChange("j", "d", "a", "set", None, "{}", "why", "me", at))
+        assert [f.run_id for f in store.flow_status("j", limit=2)] == ["r3", "r2"]
+        assert [c.changed_at.minute for c in store.changes("j")] == [3, 2, 1]
+
+
+class TestInMemoryMetadataStore(MetadataStoreContract):
+    def store(self) -> MetadataStore:
+        return InMemoryMetadataStore()
+
+
+class TestDeltaMetadataStore(MetadataStoreContract):
+    @pytest.fixture(autouse=True)
+    def _spark(self, spark: Any, lake: Path) -> None:
+        self.spark = spark
+        self.root = lake / "_engine"
+
+    def store(self) -> MetadataStore:
+        from engine.state.delta_store import DeltaMetadataStore
+
+        return DeltaMetadataStore(self.spark, str(self.root)).ensure()
+
+    def test_reading_state_before_any_run_creates_nothing(self) -> None:
+        from engine.state.delta_store import DeltaMetadataStore
+
+        assert DeltaMetadataStore(self.spark, str(self.root)).load_state("j", "d") == {}
+        assert not self.root.exists()
+
+    def test_rows_are_readable_without_spark(self) -> None:
+        self.store().save_state([state("a", LongWatermark(3), 1)])
+        (row,) = DeltaTable(str(self.root / "state")).to_pyarrow_table().to_pylist()
+        assert (row["dataset"], row["watermark_kind"], row["watermark"]) == (
+            "a",
+            "long",
+            '{"kind": "long", "value": 3}',
+        )
+
+    def test_a_state_table_from_a_newer_engine_is_refused(self) -> None:
+        from engine.state.delta_store import DeltaMetadataStore
+
+        self.store()
+        self.spark.sql(f"ALTER TABLE delta.`{self.root / 'state'}` SET TBLPROPERTIES ('engine.schema_version' = '2')")
+        with pytest.raises(ConfigError, match="state table was written by a newer engine"):
+            DeltaMetadataStore(self.spark, str(self.root)).load_state("j", "d")
