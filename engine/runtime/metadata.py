@@ -4,6 +4,7 @@ for what commits, plus the run's JobStatus and FlowStatus rows."""
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -74,11 +75,16 @@ class MetadataManager:
             saved.append(
                 DatasetState(self.job, dag.name, dag.scope, o.unit.dataset, high, self.run_id, now, note="run")
             )
-        if saved:
-            self.store.save_state(saved)
+        rows = [self._status_row(dag, o, saved) for o in result.datasets]
+        # Two appends to two tables, at once: each is a separate Delta commit either way.
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="metadata") as pool:
+            writes = [pool.submit(self.store.add_job_status, rows)]
+            if saved:
+                writes.append(pool.submit(self.store.save_state, saved))
+            for write in writes:
+                write.result()
         with self._lock:
             self._copies.setdefault(dag.name, {}).update({s.dataset: s for s in saved})
-        self.store.add_job_status([self._status_row(dag, o, saved) for o in result.datasets])
         return saved
 
     def _status_row(self, dag: JobDag, o: DatasetOutcome, saved: list[DatasetState]) -> JobStatusRow:
