@@ -121,3 +121,16 @@ def test_load_hocon_reports_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot parse HOCON") as info:
         load_hocon(bad)
     assert info.value.file == str(bad)
+
+
+def test_a_backfill_range_is_an_ordinary_override_on_every_source() -> None:
+    code, (app,) = compose(
+        ["job=demo/orders", "job.sources.orders.from=2026-11-01", "job.sources.orders.to=2026-11-02"]
+    )
+    assert code == 0
+    assert (app.data["job"]["sources"]["orders"]["from"], app.data["job"]["sources"]["orders"]["to"]) == (
+        "2026-11-01",
+        "2026-11-02",
+    )
+    code, (plain,) = compose(["job=demo/orders"])
+    assert plain.data["job"]["sources"]["orders"]["from"] is None  # unset: not a backfill
