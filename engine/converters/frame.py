@@ -30,7 +30,7 @@ def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
     """Add the engine's columns to a source's DataFrame."""
     has_corrupt = corrupt_column in df.columns
     data = [c for c in df.columns if c not in (corrupt_column, DATASET)]
-    dataset = F.col(DATASET) if DATASET in df.columns else F.lit(None).cast("string")
+    dataset = [F.col(DATASET)] if DATASET in df.columns else []
     raw = F.col(f"`{corrupt_column}`") if has_corrupt else F.lit(None).cast("string")
     unreadable = F.struct(
         F.lit(READ_STEP).alias("step"), F.lit("malformed record or a value not matching the schema").alias("reason")
@@ -41,7 +41,7 @@ def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
         F.struct(*[F.col(f"`{c}`") for c in data]).alias(SOURCE),
         raw.alias(RAW),
         F.lit(False).alias(DROPPED),
-        dataset.alias(DATASET),
+        *dataset,
     )
 
 

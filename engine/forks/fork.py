@@ -70,8 +70,11 @@ class Fork:
             by_branch={n: int(v or 0) for n, v in values.items()},
         )
 
-    def count_by_dataset(self, frame: DataFrame, preds: dict[str, Column]) -> dict[str, BranchCounts]:
-        """Like :meth:`count`, one row per dataset URN, in one pass."""
+    def count_by_dataset(self, frame: DataFrame, preds: dict[str, Column], *, only: str) -> dict[str, BranchCounts]:
+        """Like :meth:`count`, one row per dataset URN, in one pass. A frame without the dataset
+        column holds one dataset, ``only``."""
+        if DATASET not in frame.columns:
+            return {only: self.count(frame, preds)}
         sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
         rows = (
             frame.groupBy(F.col(DATASET).alias("__dataset"))

@@ -202,10 +202,12 @@ class JobDag:
         frame: DataFrame | None = None
         try:
             read = faults.inject(self.source.read(spark, group.units, plan.schema), group.datasets)
+            if len(group.units) == 1:  # one dataset: no need to carry (and persist) its URN per record
+                read = read.drop(DATASET)
             frame = self._chain(read)
             if self.spec.persist != "NONE":
                 frame.persist(getattr(StorageLevel, self.spec.persist))
-            result.counts = self.fork.count_by_dataset(frame, plan.predicates)
+            result.counts = self.fork.count_by_dataset(frame, plan.predicates, only=group.units[0].dataset)
             result.frame = frame
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
             if frame is not None:
