@@ -117,3 +117,18 @@ def test_a_table_that_went_backwards_is_an_error_not_a_silent_skip(spark: Any, l
     with pytest.raises(JobFailedError, match="went backwards"):
         run_with(spark, job(table), lake, store, run=2)
     assert delta_ids(lake / "out") == list(range(6))
+
+
+def test_a_version_backfill_has_its_own_bookkeeping(spark: Any, lake: Path) -> None:
+    table = lake.parent / "bronze"
+    store = InMemoryMetadataStore()
+    for lo in range(0, 30, 10):
+        append(spark, table, lo, lo + 10)  # versions 0, 1, 2
+    run_with(spark, job(table), lake, store, run=1)
+    live = store.load_state("t", "t")
+    replay = job(table, **{"from": "1", "to": "1"})
+    replay["sinks"] = {"out": {"type": "delta", "path": "replay"}}
+    assert run_with(spark, replay, lake, store, run=2).summary()["records_read"] == 10
+    assert run_with(spark, replay, lake, store, run=3).summary()["records_read"] == 0
+    assert delta_ids(lake / "replay") == list(range(10, 20))
+    assert store.load_state("t", "t") == live

@@ -60,6 +60,8 @@ def test_three_runs_read_each_record_exactly_once_with_state_in_delta(spark: Any
         ("run-3", "COMMITTED", 12),
         ("run-4", "EMPTY", 0),
     ]
+    committed = [s for s in statuses if s["status"] == "COMMITTED"]
+    assert all(s["bytes"] > 0 and s["executor_seconds"] > 0 for s in committed)  # the cost, for chargeback
     flows = DeltaTable(str(lake / "_engine" / "flow_status")).to_pyarrow_table().to_pylist()
     assert sorted((f["run_id"], f["status"], f["records"]) for f in flows) == [
         ("run-1", "SUCCEEDED", 10),
