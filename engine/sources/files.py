@@ -146,17 +146,25 @@ class FilesSource(Source):
         first = parse_timestamp(conf.start) if conf.start else datetime.min
         lo = parse_timestamp(self.conf.from_) if self.conf.from_ else datetime.min
         hi = parse_timestamp(self.conf.to) if self.conf.to else datetime.max
-        roots = [r for p in self.conf.paths() for r in fs.glob(p) if r[1]]
+        roots = sorted({r for p in self.conf.paths() for r, is_dir in fs.glob(p) if is_dir})
+        under: dict[str, list[tuple[str, int, int]]] = {r: [] for r in roots}
+        bare_roots = {_bare(r).rstrip("/") + "/": r for r in roots}
+        for path, size, mtime in _spark_listing(spark, roots):
+            bare = _bare(path)
+            owner = next((r for prefix, r in bare_roots.items() if bare.startswith(prefix)), None)
+            if owner is not None:
+                under[owner].append((bare[len(_bare(owner).rstrip("/")) + 1 :], size, mtime))
         candidates = []
-        for root, _ in sorted(set(roots)):
+        for root in roots:
             dataset = f"files:{root}"
             low = ctx.low(dataset)
             if low is not None and not isinstance(low, TimestampWatermark):
                 raise ConfigError(f"dataset {dataset} has a {low.kind} watermark, not a timestamp one", key=self.key)
             parts: dict[datetime, list[FileEntry]] = {}
-            for entry in fs.files_under(root, dataset):
-                start = layout.start_of(entry.path[len(root) + 1 :])
+            for relative, size, mtime in under[root]:
+                start = layout.start_of(relative)
                 if start is not None:
+                    entry = FileEntry(path=f"{root.rstrip('/')}/{relative}", size=size, mtime_ms=mtime, dataset=dataset)
                     parts.setdefault(start, []).append(entry)
             eligible = [
                 Partition(dataset, s, tuple(fs_))
@@ -197,21 +205,12 @@ class FilesSource(Source):
         without its content column reads no file; big listings run in parallel on executors):
         one round trip however many files, where per-file Hadoop calls through py4j cost ~1 ms each."""
         fs = _HadoopFs(spark)
-        patterns = [p for p in self.conf.paths() if fs.glob(p)]  # a glob matching nothing yet is no data
-        if not patterns:
-            return []
-        listing = (
-            spark.read.format("binaryFile")
-            .option("recursiveFileLookup", "true")
-            .load(patterns)
-            .select("path", "length", (F.unix_micros("modificationTime") / 1000).cast("long").alias("mtime"))
-        )
+        patterns = [p for p in self.conf.paths() if fs.matches(p)]  # a glob matching nothing yet is no data
         single = f"files:{self.conf.paths()[0]}" if self.conf.datasets == "single" else None
         found: dict[str, FileEntry] = {}
-        for row in listing.collect():
-            path = unquote(row["path"])  # Spark reports URIs (a%20b); Hadoop paths are decoded
+        for path, size, mtime in _spark_listing(spark, patterns):
             dataset = single or f"files:{path.rsplit('/', 1)[0]}"
-            found[path] = FileEntry(path=path, size=int(row["length"]), mtime_ms=int(row["mtime"]), dataset=dataset)
+            found[path] = FileEntry(path=path, size=size, mtime_ms=mtime, dataset=dataset)
         return list(found.values())
 
     def _range_ms(self) -> tuple[int, int]:
@@ -327,6 +326,20 @@ def _fixed_prefix(path: str) -> str:
     return head.rsplit("/", 1)[0] or "/"
 
 
+def _spark_listing(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
+    """``(hadoop path, bytes, mtime ms)`` of every visible file under ``patterns``, recursively."""
+    if not patterns:
+        return []
+    listing = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .load(patterns)
+        .select("path", "length", (F.unix_micros("modificationTime") / 1000).cast("long").alias("mtime"))
+    )
+    # Spark reports URIs (a%20b); Hadoop paths, which its readers take, are decoded.
+    return [(unquote(r["path"]), int(r["length"]), int(r["mtime"])) for r in listing.collect()]
+
+
 _SCHEME = r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?"
 
 
@@ -340,7 +353,8 @@ def _hidden(name: str) -> bool:
 
 
 class _HadoopFs:
-    """The Hadoop FileSystem API through py4j: globs, recursive listings, file status."""
+    """The Hadoop FileSystem API through py4j, for what costs one call per path: existence and globs
+    (listing many files goes through :func:`_spark_listing`)."""
 
     def __init__(self, spark: SparkSession) -> None:
         jvm = spark.sparkContext._jvm
@@ -355,6 +369,12 @@ class _HadoopFs:
         jpath = self._path(path)
         return bool(jpath.getFileSystem(self._conf).exists(jpath))
 
+    def matches(self, pattern: str) -> bool:
+        """Whether anything matches (one call, whatever the number of matches)."""
+        jpath = self._path(pattern)
+        found = jpath.getFileSystem(self._conf).globStatus(jpath)
+        return found is not None and len(found) > 0
+
     def glob(self, pattern: str) -> list[tuple[str, bool]]:
         """``(uri, is_directory)`` of each visible match."""
         jpath = self._path(pattern)
@@ -367,37 +387,6 @@ class _HadoopFs:
             if not _hidden(path.getName()):
                 out.append((path.toString(), bool(status.isDirectory())))
         return out
-
-    def file(self, uri: str, dataset: str | None) -> FileEntry | None:
-        jpath = self._path(uri)
-        status = jpath.getFileSystem(self._conf).getFileStatus(jpath)
-        return self._entry(status, dataset)
-
-    def files_under(self, root: str, dataset: str | None) -> list[FileEntry]:
-        """Every visible file below ``root``, recursively."""
-        jroot = self._path(root)
-        it = jroot.getFileSystem(self._conf).listFiles(jroot, True)
-        out = []
-        prefix = len(root.rstrip("/")) + 1
-        while it.hasNext():
-            status = it.next()
-            entry = self._entry(status, dataset)
-            if entry is not None and not any(_hidden(part) for part in entry.path[prefix:].split("/")):
-                out.append(entry)
-        return out
-
-    @staticmethod
-    def _entry(status: Any, dataset: str | None) -> FileEntry | None:
-        path = status.getPath()
-        if _hidden(path.getName()):
-            return None
-        uri = path.toString()
-        return FileEntry(
-            path=uri,
-            size=int(status.getLen()),
-            mtime_ms=int(status.getModificationTime()),
-            dataset=dataset or f"files:{uri.rsplit('/', 1)[0]}",
-        )
 
 
 class _PartitionLayout:
