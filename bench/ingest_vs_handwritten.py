@@ -301,19 +301,6 @@ def timed(spark: SparkSession, side: str, label: str, input_path: str, persist: 
     return result
 
 
-def start_spark() -> SparkSession:
-    """One local SparkSession; the driver's heap must be set before the JVM starts."""
-    os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 4g pyspark-shell"
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from engine.runtime.session import build_session, cached_jars
-
-    jars = cached_jars()
-    if not jars:
-        sys.exit("no jars in .cache/jars: run `bash scripts/bootstrap.sh` first")
-    return build_session("bench", {"spark.sql.shuffle.partitions": "8"}, master="local[2]", jars=jars)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2_000_000, help="records to generate (default 2,000,000)")
@@ -346,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     data_dir, manifest = ensure_data(args.records)
     input_path = str(data_dir)  # a directory, not a glob: spares a FileStreamSink warning per read
     print(f"input: {data_dir} ({manifest['records']:,} records, {manifest['errors']:,} bad)")
+
+    from bench.session import start_spark
 
     spark = start_spark()
     if args.explain:

@@ -134,25 +134,14 @@ def bench_size(spark: Any, datasets: int, rounds: int) -> dict[str, Any]:
     return {"datasets": datasets, **{k: round(v, 3) for k, v in med.items()}}
 
 
-def start_spark() -> Any:
-    os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 4g pyspark-shell"
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from engine.runtime.session import build_session, cached_jars
-
-    jars = cached_jars()
-    if not jars:
-        sys.exit("no jars in .cache/jars: run `bash scripts/bootstrap.sh` first")
-    conf = {"spark.sql.shuffle.partitions": "8", "spark.databricks.delta.snapshotPartitions": "2"}
-    return build_session("bench-state", conf, master="local[2]", jars=jars)
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", type=int, nargs="+", default=[1, 100, 1000])
     p.add_argument("--rounds", type=int, default=2, help="timed rounds per size (median reported)")
     args = p.parse_args(argv)
-    spark = start_spark()
+    from bench.session import start_spark
+
+    spark = start_spark("bench-state", {"spark.databricks.delta.snapshotPartitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")
     rows = [bench_size(spark, n, args.rounds) for n in args.datasets]
     small = next((r["run"] for r in rows if r["datasets"] == min(args.datasets)), rows[0]["run"])
@@ -162,8 +151,16 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         r["share_of_run"] = round(r["machinery"] / r["run"], 3)
         r["share_of_small_run"] = round(r["machinery"] / small, 3)
-        cells = [r["datasets"], r["read_state"], r["plan_units"], r["save_state"], r["machinery"], r["run"],
-                 f"{r['share_of_run']:.1%}", f"{r['share_of_small_run']:.1%}"]
+        cells = [
+            r["datasets"],
+            r["read_state"],
+            r["plan_units"],
+            r["save_state"],
+            r["machinery"],
+            r["run"],
+            f"{r['share_of_run']:.1%}",
+            f"{r['share_of_small_run']:.1%}",
+        ]
         print("  ".join(f"{c:>12}" for c in cells))
     spark.stop()
     print(json.dumps({"bench": "state_machinery", "rounds": args.rounds, "sizes": rows}))

@@ -108,9 +108,6 @@ def _operate(mode: str, data: dict[str, Any], metadata: Any, spec: Any, run_id: 
     if mode == "status":
         return status_report(metadata, spec.name, runs=int(data.get("status", {}).get("runs", 5)))
     raw = {k: (None if v is None else str(v)) for k, v in (data.get("checkpoint") or {}).items()}
-    unknown = set(raw) - {"action", "dataset", "value", "kind", "reason", "dag"}
-    if unknown:
-        raise ConfigError(f"unknown key `{sorted(unknown)[0]}`", key=f"checkpoint.{sorted(unknown)[0]}")
     req = CheckpointRequest(**{"action": "show", **{k: v for k, v in raw.items() if v is not None}})
     if req.action != "show":
         metadata.ensure()

@@ -3,7 +3,6 @@ for what commits, plus the run's JobStatus and FlowStatus rows."""
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -38,17 +37,13 @@ class MetadataManager:
         self.job = job
         self.run_id = run_id
         self.now = now or utcnow()
-        self._copies: dict[str, dict[str, DatasetState]] = {}
         self.job_budget = job_budget or Budget()
         self.planned = Size(0, 0, 0)
         """What the DAGs planned so far take of the job budget."""
-        self._lock = threading.Lock()
 
     def context(self, dag: JobDag) -> PlanContext:
         """Load ``dag``'s state (its scope: live or its backfill's) into this run's copy."""
-        state = dict(self.store.load_state(self.job, dag.name, dag.scope))
-        with self._lock:
-            self._copies[dag.name] = state
+        state = dict(self.store.load_state(self.job, dag.name, dag.scope))  # the run's own copy
         limits = dag.source.conf.limits
         per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
         first = self.planned == Size(0, 0, 0)
@@ -83,8 +78,6 @@ class MetadataManager:
                 writes.append(pool.submit(self.store.save_state, saved))
             for write in writes:
                 write.result()
-        with self._lock:
-            self._copies.setdefault(dag.name, {}).update({s.dataset: s for s in saved})
         return saved
 
     def _status_row(self, dag: JobDag, o: DatasetOutcome, saved: list[DatasetState]) -> JobStatusRow:

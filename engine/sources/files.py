@@ -128,9 +128,7 @@ class FilesSource(Source):
                 continue
             mtimes = {f.path: f.mtime_ms for f in by_dataset.get(cand.dataset, [])}
             high = _advance(low, picked, mtimes, lookback_ms)
-            late = sum(
-                1 for f in picked if low is not None and isinstance(low, FileWatermark) and f.position <= low.position
-            )
+            late = sum(1 for f in picked if isinstance(low, FileWatermark) and f.position <= low.position)
             note = f"{late} late file(s)" if late else ""
             if throttled:
                 note = ", ".join(n for n in (note, f"throttled: {len(picked)} of {len(cand.items)} files") if n)

@@ -1,7 +1,7 @@
 """A table or query over JDBC, read incrementally by a numeric or timestamp column.
 
 Planning asks the database (one small query through Spark's JDBC reader) for the column's
-overall maximum and, above the watermark, the minimum, maximum and row count. The work unit reads
+overall maximum and, above the watermark, the maximum and row count. The work unit reads
 ``(low, high]`` in ``partitions`` parallel range predicates over the column. With
 ``limits.max_records`` the high bound is lowered to the value at that row count (``ORDER BY column
 LIMIT 1 OFFSET n - 1``); rows sharing that value are all read, so a run may take a few more.
@@ -68,6 +68,8 @@ class JdbcSource(Source):
         what = self.conf.table or f"query:{abs(hash(self.conf.query)) % 10**10}"
         return f"jdbc:{url}/{what}"
 
+    _schema: StructType | None = None
+
     def check(self, spark: SparkSession) -> None:
         self._kind(spark)  # the column exists and has a usable type
 
@@ -90,7 +92,7 @@ class JdbcSource(Source):
         if kind == "timestamp" and float(inc.lag) > 0:
             lagged = TimestampWatermark(ctx.now - timedelta(seconds=float(inc.lag)))
             ceiling = lagged if ceiling is None or lagged.at_most(ceiling) else ceiling
-        top, _first, last, count, nulls = self._bounds(spark, low, ceiling)
+        top, last, count, nulls = self._bounds(spark, low, ceiling)
         if nulls:
             log.warning(
                 "%s: %d row(s) have NULL in %s and are never read incrementally", self.dataset, nulls, inc.column
@@ -116,8 +118,11 @@ class JdbcSource(Source):
         return [WorkUnit(self.dataset, low, high, size=Size(records=count), payload=payload, note=note)]
 
     def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
-        schema: StructType = self._reader(spark).option("dbtable", self.conf.relation()).load().schema
-        return schema
+        """The relation's schema, asked of the database once per run (check, plan and the chain's
+        analysis all need it)."""
+        if self._schema is None:
+            self._schema = self._reader(spark).option("dbtable", self.conf.relation()).load().schema
+        return self._schema
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         (unit,) = [u for u in units if not u.empty]
@@ -195,12 +200,11 @@ class JdbcSource(Source):
         above = _above(col, low, ceiling)
         nulls = f"SUM(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END)" if low is None else "0"
         sql = (
-            f"SELECT MAX({col}) AS top, MIN(CASE WHEN {above} THEN {col} END) AS lo, "
-            f"MAX(CASE WHEN {above} THEN {col} END) AS hi, SUM(CASE WHEN {above} THEN 1 ELSE 0 END) AS n, "
-            f"{nulls} AS nulls FROM {self.conf.relation()}"
+            f"SELECT MAX({col}) AS top, MAX(CASE WHEN {above} THEN {col} END) AS hi, "
+            f"SUM(CASE WHEN {above} THEN 1 ELSE 0 END) AS n, {nulls} AS nulls FROM {self.conf.relation()}"
         )
-        top, lo, hi, n, null_count = self._query(spark, sql)
-        return [top, lo, hi, int(n or 0), int(null_count or 0)]
+        top, hi, n, null_count = self._query(spark, sql)
+        return [top, hi, int(n or 0), int(null_count or 0)]
 
     def _nth(self, spark: SparkSession, low: Watermark | None, n: int) -> Any:
         col = self.conf.incremental.column  # type: ignore[union-attr]

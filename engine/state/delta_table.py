@@ -7,7 +7,7 @@ share one metadata location. Readers pick the newest row per key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from delta.tables import DeltaTable
@@ -63,10 +63,10 @@ class MetaTable:
         self._checked = True
         return self
 
-    def append(self, rows: Iterable[dict[str, Any]] | Iterable[Sequence[Any]]) -> int:
-        """Append ``rows`` (dicts by column name, or tuples in column order) in one commit."""
+    def append(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Append ``rows`` (dicts by column name) in one commit."""
         names = self.schema.fieldNames()
-        tuples = [tuple(r[n] for n in names) if isinstance(r, dict) else tuple(r) for r in rows]
+        tuples = [tuple(r[n] for n in names) for r in rows]
         if tuples:
             frame = self.spark.createDataFrame(tuples, schema=self.schema)
             frame.write.format("delta").mode("append").save(self.path)
