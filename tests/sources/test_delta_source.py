@@ -69,6 +69,7 @@ def test_row_changes_are_refused_in_append_mode(spark: Any, lake: Path) -> None:
         run_with(spark, job(table), lake, store, run=2)
     (state,) = store.load_state("t", "t").values()
     assert state.watermark == LongWatermark(0)
+    assert delta_ids(lake / "out") == list(range(10))  # only the first run's rows
 
 
 def test_the_change_data_feed_carries_updates_and_deletes(spark: Any, lake: Path) -> None:
@@ -102,6 +103,7 @@ def test_cdf_mode_on_a_table_without_it_is_a_config_error(spark: Any, lake: Path
     append(spark, table, 0, 2)
     with pytest.raises(ConfigError, match="change data feed is off"):
         run_with(spark, job(table, changes="cdf"), lake, InMemoryMetadataStore(), run=1)
+    assert not (lake / "out").exists()
 
 
 def test_a_table_that_went_backwards_is_an_error_not_a_silent_skip(spark: Any, lake: Path) -> None:

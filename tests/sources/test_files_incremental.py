@@ -248,3 +248,23 @@ def test_a_job_level_limit_is_shared_by_its_dags_in_order(spark: Any, lake: Path
     second = run_with(spark, spec, lake, store, run=2)
     assert {d.name: d.records_read for d in second.dags} == {"a": 0, "b": 2}
     assert delta_ids(lake / "out_a") == delta_ids(lake / "out_b") == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "needle"),
+    [
+        ({"limits": {"max_bytes": "lots"}}, "job.sources.in.limits.max_bytes", "not a size"),
+        ({"min_age": "soon"}, "job.sources.in.min_age", "not a duration"),
+        ({"incremental": "partitions", "partitions": {"pattern": "MM/dd"}}, "job.sources.in.partitions", "yyyy"),
+    ],
+)
+def test_throttling_and_timing_mistakes_are_config_errors_naming_the_key(
+    lake: Path, source: dict[str, Any], key: str, needle: str
+) -> None:
+    from engine.errors import ConfigError
+    from tests.helpers import compile_dict
+
+    with pytest.raises(ConfigError, match=needle) as info:
+        compile_dict(job(lake.parent / "land" / "*.json", **source), lake)
+    assert (info.value.key or "").startswith(key)
+    assert list(lake.iterdir()) == []

@@ -111,6 +111,7 @@ def test_a_type_change_of_the_column_is_refused(spark: Any, lake: Path, postgres
     )
     with pytest.raises(ConfigError, match="its type changed"):
         run_with(spark, job(postgres, table, incremental={"column": "updated_at"}), lake, store, run=2)
+    assert delta_ids(lake / "out") == list(range(5))  # nothing more written
 
 
 def test_a_source_that_went_backwards_is_an_error(spark: Any, lake: Path, postgres: Any, table: str) -> None:
@@ -121,3 +122,4 @@ def test_a_source_that_went_backwards_is_an_error(spark: Any, lake: Path, postgr
     insert(postgres, table, 0, 5)
     with pytest.raises(JobFailedError, match="went backwards"):
         run_with(spark, job(postgres, table), lake, store, run=1)
+    assert not (lake / "out").exists()
