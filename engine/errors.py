@@ -5,6 +5,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_CONFIG = 2
+EXIT_BUSY = 3
 
 
 class EngineError(Exception):
@@ -43,3 +44,9 @@ class ConfigError(EngineError):
 
 class JobFailedError(EngineError):
     """A job ran and failed (a Spark error, an I/O error); other DAGs may have succeeded."""
+
+
+class JobBusyError(EngineError):
+    """Another run of the same job holds its lease; nothing was done."""
+
+    exit_code = EXIT_BUSY

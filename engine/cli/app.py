@@ -1,4 +1,5 @@
-"""``main.py`` calls :func:`main`. Exit codes: 0 ok, 1 a job failed, 2 config or usage error.
+"""``main.py`` calls :func:`main`. Exit codes: 0 ok, 1 a job failed, 2 config or usage error,
+3 another run of the same job holds its lease (nothing was done).
 
 The last line on stdout is always a one-line JSON summary of the run; logs go to stderr.
 """
@@ -16,10 +17,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from engine.config import AppConfig, run_app
-from engine.errors import EXIT_JOB_FAILED, EXIT_OK, ConfigError, EngineError
+from engine.errors import EXIT_JOB_FAILED, EXIT_OK, ConfigError, EngineError, JobBusyError
 
 log = logging.getLogger("engine")
-MODES = ("run", "validate", "status", "checkpoint")
+MODES = ("run", "validate", "status", "checkpoint", "commit")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -53,7 +54,11 @@ def run_task(app: AppConfig) -> int:
         summary = {
             "run_id": run_id,
             "job": job,
-            "status": "CONFIG_ERROR" if isinstance(exc, ConfigError) else "FAILED",
+            "status": "CONFIG_ERROR"
+            if isinstance(exc, ConfigError)
+            else "BUSY"
+            if isinstance(exc, JobBusyError)
+            else "FAILED",
             "message": str(exc),
         }
         code = exc.exit_code
@@ -82,6 +87,8 @@ def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
     spec = compile_job(data["job"], name=name, file=app.job_file, warehouse=warehouse)
     log.info("job %s compiled: %d dag(s); run %s", spec.name, len(spec.dags), run_id)
 
+    from engine.cli.status import status_report
+    from engine.commit.lease import Lease
     from engine.runtime import JobManager, build_session
     from engine.state.delta_runs import DeltaRunStore
     from engine.state.delta_store import DeltaMetadataStore
@@ -92,26 +99,64 @@ def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
         JobManager(spark).validate(spec, run_id)
         return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
     metadata = DeltaMetadataStore(spark, f"{warehouse}/_engine")
-    if mode in ("status", "checkpoint"):
-        return _operate(mode, data, metadata, spec, run_id)
-    manager = JobManager(spark, metadata)
-    planned = manager.plan(spec, run_id)  # every config mistake surfaces here, before any write
-    metadata.ensure()
-    store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
-    return manager.execute(planned, store).summary()
+    lease = Lease(f"{warehouse}/_engine", spec.name, run_id=run_id, ttl_seconds=_lease_ttl(data))
+    if mode == "status":
+        return status_report(
+            metadata, spec.name, runs=int(data.get("status", {}).get("runs", 5)), max_attempts=_attempts(spec)
+        )
+    if mode in ("checkpoint", "commit"):
+        return _operate(mode, data, metadata, lease, spec, run_id, spark)
+    with lease:  # one run of a job at a time (exit code 3 otherwise)
+        manager = JobManager(spark, metadata, guard=lease.check)
+        planned = manager.plan(spec, run_id)  # recovery, then every config mistake surfaces here
+        metadata.ensure()
+        store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
+        return manager.execute(planned, store).summary()
 
 
-def _operate(mode: str, data: dict[str, Any], metadata: Any, spec: Any, run_id: str) -> dict[str, Any]:
-    from engine.cli.status import checkpoint, status_report
+def _operate(
+    mode: str, data: dict[str, Any], metadata: Any, lease: Any, spec: Any, run_id: str, spark: Any
+) -> dict[str, Any]:
+    from engine.cli.commit_log import CommitRequest, commit_command
+    from engine.cli.status import checkpoint
     from engine.state.checkpoints import CheckpointRequest
 
-    if mode == "status":
-        return status_report(metadata, spec.name, runs=int(data.get("status", {}).get("runs", 5)))
-    raw = {k: (None if v is None else str(v)) for k, v in (data.get("checkpoint") or {}).items()}
-    req = CheckpointRequest(**{"action": "show", **{k: v for k, v in raw.items() if v is not None}})
-    if req.action != "show":
+    raw = {k: (None if v is None else str(v)) for k, v in (data.get(mode) or {}).items()}
+    given = {k: v for k, v in raw.items() if v is not None}
+    if given.get("action", "show") == "show":
+        if mode == "commit":
+            return commit_command(metadata, spec.name, _attempts(spec), CommitRequest(**given), run_id=run_id)
+        return checkpoint(
+            metadata,
+            spec.name,
+            [d.name for d in spec.dags],
+            CheckpointRequest(**{"action": "show", **given}),
+            run_id=run_id,
+        )
+    with lease:  # changing state or the commit log while the job runs is refused (exit code 3)
         metadata.ensure()
-    return checkpoint(metadata, spec.name, [d.name for d in spec.dags], req, run_id=f"checkpoint-{run_id}")
+        if mode == "commit":
+            commit_req = CommitRequest(**given)
+            return commit_command(
+                metadata, spec.name, _attempts(spec), commit_req, run_id=f"commit-{run_id}", spark=spark
+            )
+        req = CheckpointRequest(**{"action": "show", **given})
+        return checkpoint(metadata, spec.name, [d.name for d in spec.dags], req, run_id=f"checkpoint-{run_id}")
+
+
+def _attempts(spec: Any) -> dict[str, int]:
+    return {d.name: d.publish.max_attempts for d in spec.dags}
+
+
+def _lease_ttl(data: dict[str, Any]) -> float:
+    raw = (data.get("lease") or {}).get("ttl_seconds", 600)
+    try:
+        ttl = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"`{raw}` is not a number of seconds", key="lease.ttl_seconds") from None
+    if ttl < 5:
+        raise ConfigError(f"a lease of {ttl:g}s is too short to renew; use 5 or more", key="lease.ttl_seconds")
+    return ttl
 
 
 def _absolute(path: str) -> str:

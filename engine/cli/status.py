@@ -11,13 +11,17 @@ from engine.state.checkpoints import CheckpointRequest, change_checkpoint
 from engine.state.store import MetadataStore
 
 
-def status_report(store: MetadataStore, job: str, *, runs: int = 5) -> dict[str, Any]:
+def status_report(
+    store: MetadataStore, job: str, *, runs: int = 5, max_attempts: dict[str, int] | None = None
+) -> dict[str, Any]:
     """Print the report and return the summary's content."""
+    from engine.cli.commit_log import show_pending
+
     flows = store.flow_status(job, limit=runs)
     states = sorted(store.all_state(job), key=lambda s: (s.dag, s.scope != "live", s.scope, s.dataset))
     latest = store.job_status(job, runs=1)
     changes = store.changes(job, limit=10)
-    _table(
+    table(
         f"last {runs} runs of {job}",
         ["run_id", "status", "start", "end", "datasets", "committed", "failed", "records", "message"],
         [
@@ -35,7 +39,7 @@ def status_report(store: MetadataStore, job: str, *, runs: int = 5) -> dict[str,
             for f in flows
         ],
     )
-    _table(
+    table(
         "datasets (current watermarks)",
         ["dag", "scope", "dataset", "kind", "watermark", "set_by", "at", "how"],
         [
@@ -52,7 +56,7 @@ def status_report(store: MetadataStore, job: str, *, runs: int = 5) -> dict[str,
             for s in states
         ],
     )
-    _table(
+    table(
         "datasets in the last run",
         ["dataset", "status", "records", "bytes", "executor_s", "low", "high", "message"],
         [
@@ -60,14 +64,16 @@ def status_report(store: MetadataStore, job: str, *, runs: int = 5) -> dict[str,
             for r in latest
         ],
     )
-    _table(
+    table(
         "checkpoint changes",
         ["at", "user", "action", "dataset", "old", "new", "reason"],
         [[c.changed_at, c.user, c.action, c.dataset, _shown(c.old), _shown(c.new), c.reason] for c in changes],
     )
+    batches = show_pending(store, job, max_attempts or {})
     return {
         "job": job,
         "status": "OK",
+        "batches": batches,
         "runs": [{"run_id": f.run_id, "status": f.status.value, "records": f.records} for f in flows],
         "datasets": [
             {
@@ -104,7 +110,7 @@ def _shown(stored: str | None) -> str:
     return mark.display() if mark else "(none)"
 
 
-def _table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
     print(f"\n== {title}")

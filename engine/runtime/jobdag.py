@@ -1,4 +1,4 @@
-"""A JobDag: plan work units -> read -> convert -> fork -> write -> commit, for one source.
+"""A JobDag: plan work units -> read -> convert -> fork -> stage, for one source.
 
 ``plan()`` asks the source for this run's work units (from the stored state), fixes the schema,
 and builds and checks the whole chain on an empty frame of that schema: every config mistake
@@ -6,8 +6,9 @@ surfaces there, before any data is read or written. ``run()`` then packs the uni
 multi-work-units; each is read, converted, persisted and counted per dataset as one Spark job
 (the unit of failure; a failed group of several units is retried one unit at a time so one bad
 dataset does not hold others back). The publish policy then decides: under ``full`` any failure
-writes nothing; under ``partial`` the groups that read fine are written, once per sink. Only
-then are the committed datasets' watermarks advanced (by the caller, from the result).
+stages nothing; under ``partial`` the groups that read fine are staged, once per sink. Staged data
+is invisible to readers: the caller publishes it through a commit sequence
+(:mod:`engine.runtime.metadata`), which also advances the committed datasets' watermarks.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from engine.commit.batch import BatchRef, Staged
+from engine.commit.fs import HadoopFs
+from engine.commit.killpoints import kill_point
+from engine.commit.steps import user_metadata
 from engine.converters.base import Converter, first_line
 from engine.converters.frame import DATASET, finalize, to_frame
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
@@ -75,6 +80,10 @@ class DagResult:
     sinks: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     datasets: list[DatasetOutcome] = field(default_factory=list)
+    staged: list[Staged] = field(default_factory=list)
+    """What the sinks staged for the commit sequence (nothing is visible yet)."""
+    recovered: list[int] = field(default_factory=list)
+    """Batches left unpublished by earlier runs that this run's recovery published."""
 
     @property
     def records_written(self) -> int:
@@ -94,6 +103,7 @@ class DagResult:
             "sinks": self.sinks,
             "datasets": by_status,
             "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == DatasetStatus.FAILED],
+            "recovered_batches": self.recovered,
             "seconds": round(self.seconds, 3),
         }
 
@@ -133,15 +143,24 @@ class JobDag:
     # -- planning ------------------------------------------------------------------------------
 
     def plan(
-        self, spark: SparkSession, ctx: PlanContext | None = None, *, validate_only: bool = False
+        self,
+        spark: SparkSession,
+        ctx: PlanContext | None = None,
+        *,
+        validate_only: bool = False,
+        reuse: list[WorkUnit] | None = None,
     ) -> DagPlan | None:
-        """Plan the run's work units and check the chain. In validate mode nothing is listed or
-        read: a schema that would need a Spark job to infer is skipped and SQL only parsed."""
+        """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
+        the chain. In validate mode nothing is listed or read: a schema that would need a Spark
+        job to infer is skipped and SQL only parsed."""
         self.source.check(spark)
         if validate_only and self._needs_inference():
             self._parse_only(spark)
             return None
-        units = [] if validate_only or ctx is None else self.source.plan(spark, ctx)
+        if validate_only or ctx is None:
+            units: list[WorkUnit] = []
+        else:
+            units = reuse if reuse is not None else self.source.plan(spark, ctx)
         schema = self.source.schema(spark, None if validate_only else units)
         if schema is None:
             self._parse_only(spark)
@@ -161,7 +180,7 @@ class JobDag:
 
     # -- running -------------------------------------------------------------------------------
 
-    def run(self, spark: SparkSession, plan: DagPlan) -> DagResult:
+    def run(self, spark: SparkSession, plan: DagPlan, batch: BatchRef) -> DagResult:
         started = time.monotonic()
         groups = pack(plan.units, max_groups=self.spec.work_units.max_groups) if plan.schema is not None else []
         outcomes = [DatasetOutcome(u, DatasetStatus.EMPTY, u.note) for u in plan.units if u.empty]
@@ -169,7 +188,7 @@ class JobDag:
             return self._result(outcomes, {}, started)
         read = self._read_groups(spark, plan, groups)
         try:
-            return self._publish(plan, read, outcomes, started)
+            return self._publish(spark, plan, batch, read, outcomes, started)
         finally:
             for g in read:
                 if g.frame is not None:
@@ -229,7 +248,15 @@ class JobDag:
             unit.executor_seconds = seconds * share
         return result
 
-    def _publish(self, plan: DagPlan, read: list[_Group], outcomes: list[DatasetOutcome], started: float) -> DagResult:
+    def _publish(
+        self,
+        spark: SparkSession,
+        plan: DagPlan,
+        batch: BatchRef,
+        read: list[_Group],
+        outcomes: list[DatasetOutcome],
+        started: float,
+    ) -> DagResult:
         ok = [g for g in read if not g.error]
         failed = [g for g in read if g.error]
         if failed and self.spec.publish.policy == "full":
@@ -240,21 +267,33 @@ class JobDag:
                 outcomes += [self._outcome(u, g, DatasetStatus.ROLLED_BACK, why) for u in g.group.units]
             return self._result(outcomes, {}, started, message=failed[0].error)
         written: dict[str, int] = {}
+        staged: list[Staged] = []
         if ok:
+            marks = {
+                u.dataset: high.to_json() for g in ok for u in g.group.units if (high := self.source.actual_high(u))
+            }
+            batch = replace(batch, user_metadata=user_metadata(self.job, self.name, batch.number, marks))
             try:
-                written = self._write([g.frame for g in ok if g.frame is not None], plan, ok)
+                staged, written = self._stage(spark, [g.frame for g in ok if g.frame is not None], plan, ok, batch)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
                 message = first_line(exc)
-                log.error("dag %s: writing failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
+                log.error("dag %s: staging failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
                 for g in read:
                     outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error or message) for u in g.group.units]
                 return self._result(outcomes, {}, started, message=message)
+            kill_point("after_staging")
         for g in read:
             status = DatasetStatus.FAILED if g.error else DatasetStatus.COMMITTED
             outcomes += [self._outcome(u, g, status, g.error or u.note) for u in g.group.units]
-        return self._result(outcomes, written, started, message=failed[0].error if failed else "")
+        result = self._result(outcomes, written, started, message=failed[0].error if failed else "")
+        result.staged = staged
+        return result
 
-    def _write(self, frames: list[DataFrame], plan: DagPlan, ok: list[_Group]) -> dict[str, int]:
+    def _stage(
+        self, spark: SparkSession, frames: list[DataFrame], plan: DagPlan, ok: list[_Group], batch: BatchRef
+    ) -> tuple[list[Staged], dict[str, int]]:
+        """Stage every sink's branch (and the error table's) of the union of ``frames``."""
+        fs = HadoopFs(spark)
         frame = reduce(lambda a, b: a.unionByName(b), frames)
         by_branch: dict[str, int] = {}
         for g in ok:
@@ -262,17 +301,25 @@ class JobDag:
                 for branch, n in counts.by_branch.items():
                     by_branch[branch] = by_branch.get(branch, 0) + n
         written = {}
+        staged = []
         for sink in self.sinks:
             branch = sink.conf.from_
-            log.info("dag %s: writing sink %s", self.name, sink.name)
             if by_branch.get(branch, 0) or getattr(sink.conf, "mode", "append") == "overwrite":
-                sink.write(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx))
+                log.info("dag %s: staging sink %s", self.name, sink.name)
+                staged.append(sink.stage(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx), batch, fs))
             written[sink.name] = by_branch.get(branch, 0)
         if self.spec.error_table and by_branch.get("error", 0):
-            ErrorTable(self.spec.error_table).append(
-                self.fork.branch(frame, "error", plan.predicates["error"], self.ctx)
-            )
-        return written
+            errors = self.fork.branch(frame, "error", plan.predicates["error"], self.ctx)
+            staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
+        return staged, written
+
+    def unpublished(self, result: DagResult, message: str) -> DagResult:
+        """``result`` after its publishing failed: what was to commit did not."""
+        outcomes = [
+            replace(o, status=DatasetStatus.FAILED, message=message) if o.status == DatasetStatus.COMMITTED else o
+            for o in result.datasets
+        ]
+        return self._result(outcomes, {}, time.monotonic() - result.seconds, message=message)
 
     @staticmethod
     def _outcome(unit: WorkUnit, g: _Group, status: DatasetStatus, message: str) -> DatasetOutcome:

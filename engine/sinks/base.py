@@ -10,9 +10,13 @@ from engine.sinks.conf import SinkConf
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from engine.commit.batch import BatchRef, Staged
+    from engine.commit.fs import HadoopFs
+
 
 class Sink(ABC):
-    """Writes one branch. ``check()`` runs before anything is written; ``write()`` writes."""
+    """Writes one branch. ``check()`` runs before anything is written. ``stage()`` writes the
+    branch where no reader sees it yet and returns the commit steps that publish it."""
 
     Conf: ClassVar[type[SinkConf]]
 
@@ -24,8 +28,9 @@ class Sink(ABC):
     def check(self, df: DataFrame) -> None:
         """Raise :class:`~engine.errors.ConfigError` if ``df`` cannot be written as configured."""
 
-    def write(self, df: DataFrame) -> None:
-        self._write(df)
+    @abstractmethod
+    def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged: ...
 
     @abstractmethod
-    def _write(self, df: DataFrame) -> None: ...
+    def write(self, df: DataFrame) -> None:
+        """Write ``df`` straight to the destination, outside the publish protocol."""

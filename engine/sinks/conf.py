@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engine.plugins.conf import PluginConf
 
@@ -35,12 +35,25 @@ class TableSinkConf(SinkConf):
     type: Literal["delta", "parquet", "avro", "json", "csv"]
     path: str
     """Where to write; relative to the warehouse unless absolute or a URL."""
-    mode: Literal["append", "overwrite"] = "append"
-    """``append`` adds records; ``overwrite`` replaces what the path holds."""
+    mode: Literal["append", "overwrite", "merge"] = "append"
+    """``append`` adds records; ``overwrite`` replaces what the path holds; ``merge`` (Delta only)
+    updates the rows whose ``keys`` match and inserts the others."""
+    keys: list[str] = []
+    """The columns that identify a row for ``mode = merge`` (null-safe equality)."""
     partition_by: list[str] = []
     """Columns to partition the output by."""
     options: dict[str, str | int | float | bool] = {}
     """Extra options handed to Spark's writer."""
+
+    @model_validator(mode="after")
+    def _merge_needs_keys(self) -> TableSinkConf:
+        if self.mode == "merge" and self.type != "delta":
+            raise ValueError(f"mode `merge` needs a Delta sink, not `{self.type}`")
+        if self.mode == "merge" and not self.keys:
+            raise ValueError("mode `merge` needs `keys`: the columns that identify a row")
+        if self.keys and self.mode != "merge":
+            raise ValueError("`keys` is only used with mode `merge`")
+        return self
 
 
 class ConsoleSinkConf(SinkConf):

@@ -34,6 +34,9 @@ class PublishConf(_Strict):
     """``full``: any failed dataset rolls the whole DAG run back (nothing written, no watermark
     moves). ``partial``: the datasets that read fine are written and advance; failed ones keep
     their watermark for the next run (exit code 1, status PARTIAL)."""
+    max_attempts: int = Field(default=3, ge=1)
+    """How many times a batch's commit sequence is tried (the first run and the recoveries after
+    it) before the DAG is quarantined."""
 
 
 class WorkUnitsConf(_Strict):

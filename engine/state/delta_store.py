@@ -1,13 +1,15 @@
 """The metadata store in Delta tables under ``<warehouse>/_engine/``.
 
 ``state`` (dataset watermarks, append-only, newest row per key wins), ``job_status`` (one row per
-run and dataset), ``flow_status`` (one row per run) and ``checkpoint_changes`` (who changed which
-watermark, when and why). Every write is one Delta append; appends never conflict, so jobs share
-the location. Tables are created by :meth:`DeltaMetadataStore.ensure` before any concurrency.
+run and dataset), ``flow_status`` (one row per run), ``checkpoint_changes`` (who changed which
+watermark, when and why) and ``commit_log`` (the publish protocol's write-ahead log). Every
+write is one Delta append; appends never conflict, so jobs share the location. Tables are created
+by :meth:`DeltaMetadataStore.ensure` before any concurrency (a concurrent creation is retried).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from engine.state.store import (
     FlowState,
     FlowStatusRow,
     JobStatusRow,
+    LogRow,
     MetadataStore,
     last_runs,
 )
@@ -45,6 +48,11 @@ FLOW_STATUS_DDL = (
     "run_id STRING, job STRING, status STRING, message STRING, datasets INT, committed INT, failed INT, "
     "records BIGINT, start_time TIMESTAMP, end_time TIMESTAMP"
 )
+EPOCH_PROPERTY = "engine.log_epoch"
+LOG_DDL = (
+    "job STRING, dag STRING, scope STRING, batch BIGINT, kind STRING, run_id STRING, at TIMESTAMP, "
+    "body STRING, message STRING"
+)
 CHANGES_DDL = (
     "job STRING, dag STRING, dataset STRING, action STRING, old STRING, new STRING, reason STRING, "
     "user STRING, changed_at TIMESTAMP"
@@ -62,10 +70,12 @@ class DeltaMetadataStore(MetadataStore):
         self.changelog = MetaTable(
             spark, f"{root}/checkpoint_changes", CHANGES_DDL, version=SCHEMA_VERSION, what="checkpoint changes"
         )
+        self.log = MetaTable(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
 
     def ensure(self) -> DeltaMetadataStore:
         for table in (self.state, self.jobs, self.flows, self.changelog):
             table.ensure()
+        self.log.ensure({EPOCH_PROPERTY: uuid.uuid4().hex[:12]})
         return self
 
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
@@ -121,6 +131,20 @@ class DeltaMetadataStore(MetadataStore):
             return []
         rows = self.changelog.read().where(F.col("job") == job).orderBy(F.desc("changed_at")).limit(limit).collect()
         return [CheckpointChange(**r.asDict()) for r in rows]
+
+    def append_log(self, rows: list[LogRow]) -> None:
+        self.log.append(asdict(r) for r in rows)
+
+    def log_epoch(self) -> str:
+        """Read from the commit log's properties (whichever job created it drew it)."""
+        self.log.check()
+        return self.log.properties.get(EPOCH_PROPERTY, "0")
+
+    def read_log(self, job: str) -> list[LogRow]:
+        if not _readable(self.log):
+            return []
+        rows = self.log.read().where(F.col("job") == job).collect()
+        return sorted((LogRow(**r.asDict()) for r in rows), key=lambda r: (r.at, r.batch))
 
 
 def _readable(table: MetaTable) -> bool:

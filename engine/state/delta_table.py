@@ -7,8 +7,11 @@ share one metadata location. Readers pick the newest row per key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql.types import StructType
@@ -19,6 +22,38 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 VERSION_PROPERTY = "engine.schema_version"
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TRANSIENT = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "ConcurrentWriteException",
+    "FileAlreadyExistsException",
+    "DELTA_CONCURRENT",
+    "DELTA_METADATA_CHANGED",
+    "DELTA_PROTOCOL_CHANGED",
+)
+"""Conflicts another writer's commit can cause; the write is retried (the table only grows, so
+a retry never loses or doubles a row: the failed commit wrote nothing)."""
+
+
+def retry_conflicts(action: Callable[[], T], *, what: str, attempts: int = 8) -> T:
+    """Run ``action``, retrying Delta's transient concurrency conflicts with jittered backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}"
+            if attempt == attempts or not any(name in text for name in TRANSIENT):
+                raise
+            delay = min(5.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.5)
+            log.info("%s: concurrent commit conflict (%s); retrying in %.1fs", what, type(exc).__name__, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 class MetaTable:
@@ -33,16 +68,25 @@ class MetaTable:
         self.version = version
         self.what = what
         self._checked = False
+        self.properties: dict[str, str] = {}
+        """The table's properties, once :meth:`check` has read them."""
 
-    def ensure(self) -> MetaTable:
-        """Create the table if missing (call before any concurrency) and check its schema version."""
-        (
-            DeltaTable.createIfNotExists(self.spark)
-            .location(self.path)
-            .addColumns(self.schema)
-            .property(VERSION_PROPERTY, str(self.version))
-            .execute()
-        )
+    def ensure(self, properties: dict[str, str] | None = None) -> MetaTable:
+        """Create the table if missing (with ``properties`` if this call creates it) and check its
+        schema version. Another job creating it at the same moment is a retried conflict."""
+
+        def create() -> None:
+            builder = (
+                DeltaTable.createIfNotExists(self.spark)
+                .location(self.path)
+                .addColumns(self.schema)
+                .property(VERSION_PROPERTY, str(self.version))
+            )
+            for key, value in (properties or {}).items():
+                builder = builder.property(key, value)
+            builder.execute()
+
+        retry_conflicts(create, what=f"creating the {self.what} table")
         return self.check()
 
     def exists(self) -> bool:
@@ -53,7 +97,8 @@ class MetaTable:
         per process: a table's schema version does not change under a running job)."""
         if self._checked:
             return self
-        found = stored_version(self.spark, self.path)
+        self.properties = table_properties(self.spark, self.path)
+        found = int(self.properties[VERSION_PROPERTY]) if VERSION_PROPERTY in self.properties else None
         if found is not None and found > self.version:
             raise ConfigError(
                 f"the {self.what} table was written by a newer engine (schema version {found} > {self.version}); "
@@ -69,17 +114,16 @@ class MetaTable:
         tuples = [tuple(r[n] for n in names) for r in rows]
         if tuples:
             frame = self.spark.createDataFrame(tuples, schema=self.schema)
-            frame.write.format("delta").mode("append").save(self.path)
+            retry_conflicts(
+                lambda: frame.write.format("delta").mode("append").save(self.path), what=f"appending to {self.what}"
+            )
         return len(tuples)
 
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)
 
 
-def stored_version(spark: SparkSession, path: str) -> int | None:
-    """The table's ``engine.schema_version`` property (a metadata read, no Spark job)."""
+def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """A Delta table's properties (a metadata read, no Spark job)."""
     quoted = path.replace("`", "``")
-    for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect():
-        if row["key"] == VERSION_PROPERTY:
-            return int(row["value"])
-    return None
+    return {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -33,6 +34,9 @@ class DatasetStatus(str, enum.Enum):
     """This dataset failed: its watermark stays at the low watermark."""
     ROLLED_BACK = "ROLLED_BACK"
     """Read fine, but the run did not commit (``policy = full`` and another dataset failed)."""
+    QUARANTINED = "QUARANTINED"
+    """Its DAG's last batch could not be published after ``publish.max_attempts`` tries: the DAG
+    is skipped until an operator releases or abandons the batch (``mode=commit``)."""
 
 
 class FlowState(str, enum.Enum):
@@ -103,8 +107,26 @@ class CheckpointChange:
     changed_at: datetime
 
 
+@dataclass(frozen=True)
+class LogRow:
+    """One entry of the commit log (the publish protocol's write-ahead log, see
+    :mod:`engine.commit.log`): a batch's ``plan``, its ``sequence`` of commit steps, a failed
+    ``attempt``, ``done``, or an operator's ``released``/``abandoned``."""
+
+    job: str
+    dag: str
+    scope: str
+    batch: int
+    kind: str
+    run_id: str
+    at: datetime
+    body: str = ""
+    """JSON: the plan's work units, the sequence's steps."""
+    message: str = ""
+
+
 class MetadataStore(ABC):
-    """Where dataset state and status live."""
+    """Where dataset state, status and the commit log live."""
 
     @abstractmethod
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
@@ -137,6 +159,19 @@ class MetadataStore(ABC):
     def all_state(self, job: str) -> list[DatasetState]:
         """The newest state of every ``(dag, scope, dataset)`` of ``job``."""
 
+    @abstractmethod
+    def append_log(self, rows: list[LogRow]) -> None:
+        """Append commit-log rows in one commit."""
+
+    @abstractmethod
+    def read_log(self, job: str) -> list[LogRow]:
+        """Every commit-log row of ``job``, oldest first."""
+
+    @abstractmethod
+    def log_epoch(self) -> str:
+        """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
+        it: batch numbers restart with a new log, and must not collide with an old log's."""
+
 
 class InMemoryMetadataStore(MetadataStore):
     """For fast tests: the same contract, no Spark."""
@@ -146,6 +181,8 @@ class InMemoryMetadataStore(MetadataStore):
         self.jobs: list[JobStatusRow] = []
         self.flows: list[FlowStatusRow] = []
         self.changelog: list[CheckpointChange] = []
+        self.log: list[LogRow] = []
+        self.epoch = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
 
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
@@ -183,6 +220,16 @@ class InMemoryMetadataStore(MetadataStore):
         for row in sorted((s for s in self.states if s.job == job), key=lambda s: s.committed_at):
             latest[(row.dag, row.scope, row.dataset)] = row
         return list(latest.values())
+
+    def append_log(self, rows: list[LogRow]) -> None:
+        with self._lock:
+            self.log.extend(rows)
+
+    def read_log(self, job: str) -> list[LogRow]:
+        return [r for r in self.log if r.job == job]
+
+    def log_epoch(self) -> str:
+        return self.epoch
 
 
 def last_runs(runs: list[tuple[str, datetime]], n: int) -> list[str]:

@@ -1,0 +1,29 @@
+"""Kill points for crash tests and drills: ``ENGINE_KILL_AT=<point>[,<point>...]`` kills the driver
+(``SIGKILL``: no cleanup, no ``finally``, no atexit) when it reaches a named point of the publish
+protocol. The points, in the order a run meets them:
+
+- ``after_plan_saved``: the batch plan is in the commit log; nothing read yet.
+- ``after_staging``: every sink's data is staged; no commit sequence yet.
+- ``after_sequence_written``: the sequence is in the commit log; no step has run.
+- ``mid_step:<n>``: halfway through step ``n`` (1-based) when it moves or deletes several files.
+- ``after_step:<n>``: step ``n`` is done.
+- ``before_state_saved``: every step but the watermark step is done.
+- ``before_done``: every step is done; the sequence is not yet marked done.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+
+KILL_AT = "ENGINE_KILL_AT"
+log = logging.getLogger(__name__)
+
+
+def kill_point(name: str) -> None:
+    wanted = {p.strip() for p in os.environ.get(KILL_AT, "").split(",") if p.strip()}
+    if name in wanted:
+        print(f"engine: killed at {name} ({KILL_AT})", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)

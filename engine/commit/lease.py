@@ -1,0 +1,181 @@
+"""One run at a time per job: a lease file with an expiry, renewed while the run lives.
+
+Leases live in ``<warehouse>/_engine/leases/<job>/<generation>.json``. Taking the lease creates
+generation ``g + 1`` exclusively (``O_EXCL``), where ``g`` is the newest existing generation and
+is free: expired, or held by a process that no longer exists on this host (a released lease is
+deleted). Of two runs racing for the same generation exactly one creates it;
+the other is refused (exit code 3) with the holder's run id, host and pid. The holder renews its
+expiry from a background thread; before publishing, a run checks that no newer generation exists
+(a run that stalled past its expiry and lost the lease publishes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.errors import JobBusyError, JobFailedError
+
+log = logging.getLogger(__name__)
+
+
+def _pid_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class Lease:
+    def __init__(self, root: str, job: str, *, run_id: str, ttl_seconds: float) -> None:
+        if "://" in root and not root.startswith("file:"):
+            raise JobFailedError(f"the run lease needs a local or mounted metadata location, not {root}")
+        self.dir = Path(root.removeprefix("file:")) / "leases" / job
+        self.job = job
+        self.run_id = run_id
+        self.ttl = ttl_seconds
+        self.generation: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _generations(self) -> list[int]:
+        if not self.dir.exists():
+            return []
+        return sorted(int(p.stem) for p in self.dir.glob("*.json") if p.stem.isdigit())
+
+    def _read(self, generation: int) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((self.dir / f"{generation}.json").read_text()))
+        except FileNotFoundError:
+            return None
+        except ValueError:  # being written right now: treat as held
+            return {"run_id": "?", "host": "?", "pid": 0, "expires": time.time() + self.ttl}
+
+    def holder(self) -> dict[str, Any] | None:
+        """The live holder's record, or ``None`` when the lease is free."""
+        gens = self._generations()
+        if not gens:
+            return None
+        found = self._read(gens[-1])
+        return found if found is not None and _alive(found) else None
+
+    # -- taking and giving back ------------------------------------------------------------------
+
+    def acquire(self) -> Lease:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        gens = self._generations()
+        top = gens[-1] if gens else 0
+        held = self.holder()
+        if held is not None:
+            raise self._busy(held)
+        record = self._record()
+        try:
+            fd = os.open(self.dir / f"{top + 1}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # another run took this generation a moment ago
+            raise self._busy(self.holder() or {"run_id": "?", "host": "?", "pid": "?"}) from None
+        with os.fdopen(fd, "w") as out:
+            json.dump(record, out)
+        self.generation = top + 1
+        for old in gens:  # earlier generations are history
+            (self.dir / f"{old}.json").unlink(missing_ok=True)
+        self._thread = threading.Thread(target=self._renew_loop, name="lease", daemon=True)
+        self._thread.start()
+        log.info("job %s: lease generation %d taken by run %s", self.job, self.generation, self.run_id)
+        return self
+
+    def release(self) -> None:
+        """Give the lease back: delete this run's generation, and the directories the lease made
+        if they are now empty (a run refused for a config error leaves nothing behind)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.generation is None:
+            return
+        if self.still_held():
+            (self.dir / f"{self.generation}.json").unlink(missing_ok=True)
+        self.generation = None
+        for d in (self.dir, self.dir.parent, self.dir.parent.parent):
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+    def still_held(self) -> bool:
+        gens = self._generations()
+        return self.generation is not None and bool(gens) and gens[-1] == self.generation
+
+    def check(self) -> None:
+        """Raise if this run lost its lease (it stalled past its expiry and another run took it)."""
+        if not self.still_held():
+            raise JobFailedError(
+                f"run {self.run_id} lost the lease of job {self.job} (it stalled past its {self.ttl:.0f}s expiry "
+                "and another run took over): nothing more is published by this run"
+            )
+
+    def __enter__(self) -> Lease:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _record(self) -> dict[str, Any]:
+        pid = os.getpid()
+        return {
+            "run_id": self.run_id,
+            "host": socket.gethostname(),
+            "pid": pid,
+            "pid_start": _pid_start(pid),
+            "user": os.environ.get("USER", ""),
+            "taken": time.time(),
+            "expires": time.time() + self.ttl,
+        }
+
+    def _write(self, record: dict[str, Any]) -> None:
+        assert self.generation is not None
+        tmp = self.dir / f".{self.generation}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.dir / f"{self.generation}.json")  # atomic: readers see old or new
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(max(1.0, self.ttl / 3)):
+            if not self.still_held():
+                log.error("job %s: the lease was taken over by another run", self.job)
+                return
+            self._write(self._record())
+
+    def _busy(self, held: dict[str, Any]) -> JobBusyError:
+        left = float(held.get("expires", 0)) - time.time()
+        return JobBusyError(
+            f"job {self.job} is already running: run {held.get('run_id')} on host {held.get('host')} "
+            f"(pid {held.get('pid')}) holds its lease (expires in {max(0, left):.0f}s unless renewed). "
+            f"Nothing was done. If that run is gone, its lease expires on its own; the lease is at {self.dir}"
+        )
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    if float(record.get("expires", 0)) < time.time():
+        return False
+    if record.get("host") != socket.gethostname():
+        return True  # cannot see another host's processes: trust the expiry
+    pid = int(record.get("pid") or 0)
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    start = record.get("pid_start")
+    return start is None or _pid_start(pid) in (None, start)

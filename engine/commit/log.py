@@ -1,0 +1,143 @@
+"""The commit log: a write-ahead log of each DAG's batches, kept in ``_engine/commit_log``.
+
+A batch is numbered per ``(job, dag)`` (monotonic; Delta sinks use it as ``txnVersion``). Its rows:
+
+- ``plan``: the work units and their watermark intervals, stored before any data is read. A plan
+  with nothing after it is *open*: the next run re-executes it (same units, same batch number)
+  instead of planning a new, wider range.
+- ``sequence``: the commit steps, stored after the data is staged and before any step runs.
+- ``attempt``: a run of the sequence that failed, with the error.
+- ``done``: every step is done.
+- ``released``: an operator reset the failed attempts of a quarantined batch (it is retried).
+- ``abandoned``: an operator dropped the batch (its remaining steps never run).
+
+A sequence without ``done`` or ``abandoned`` is *unfinished*; recovery replays it before the DAG
+plans new work. After ``max_attempts`` failed attempts since the last release the batch is
+*quarantined*: its DAG is skipped (the rest of the job goes on) until an operator releases or
+abandons it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.state.store import LogRow
+
+PLAN, SEQUENCE, ATTEMPT, DONE, RELEASED, ABANDONED = "plan", "sequence", "attempt", "done", "released", "abandoned"
+CLOSED = (DONE, ABANDONED)
+
+
+@dataclass
+class Batch:
+    dag: str
+    scope: str
+    number: int
+    rows: list[LogRow] = field(default_factory=list)
+
+    def _last(self, kind: str) -> LogRow | None:
+        return next((r for r in reversed(self.rows) if r.kind == kind), None)
+
+    @property
+    def plan(self) -> LogRow | None:
+        return self._last(PLAN)
+
+    @property
+    def sequence(self) -> LogRow | None:
+        return self._last(SEQUENCE)
+
+    @property
+    def closed(self) -> bool:
+        return any(r.kind in CLOSED for r in self.rows)
+
+    @property
+    def open_plan(self) -> bool:
+        return self.plan is not None and self.sequence is None and not self.closed
+
+    @property
+    def unfinished(self) -> bool:
+        return self.sequence is not None and not self.closed
+
+    def failures(self) -> list[LogRow]:
+        """Failed attempts since the last release."""
+        out: list[LogRow] = []
+        for r in self.rows:
+            if r.kind == RELEASED:
+                out = []
+            elif r.kind == ATTEMPT:
+                out.append(r)
+        return out
+
+    def quarantined(self, max_attempts: int) -> bool:
+        return self.unfinished and len(self.failures()) >= max_attempts
+
+    def steps(self) -> list[dict[str, Any]]:
+        assert self.sequence is not None
+        return list(json.loads(self.sequence.body)["steps"])
+
+    def datasets(self) -> list[str]:
+        row = self.sequence or self.plan
+        return list(json.loads(row.body).get("datasets", [])) if row else []
+
+
+class DagLog:
+    """The commit log of one ``(job, dag)``."""
+
+    def __init__(self, dag: str, rows: list[LogRow]) -> None:
+        self.dag = dag
+        batches: dict[int, Batch] = {}
+        for r in rows:
+            if r.dag == dag:
+                batches.setdefault(r.batch, Batch(dag, r.scope, r.batch)).rows.append(r)
+        self.batches = [batches[n] for n in sorted(batches)]
+
+    def next_batch(self) -> int:
+        return max((b.number for b in self.batches), default=0) + 1
+
+    def open_plan(self, scope: str) -> Batch | None:
+        return next((b for b in reversed(self.batches) if b.scope == scope and b.open_plan), None)
+
+    def unfinished(self) -> list[Batch]:
+        return [b for b in self.batches if b.unfinished]
+
+    def find(self, number: int) -> Batch | None:
+        return next((b for b in self.batches if b.number == number), None)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An unfinished batch, as ``mode=status`` and ``mode=commit`` show it."""
+
+    dag: str
+    scope: str
+    batch: int
+    state: str
+    """``unfinished`` (the next run replays it) or ``quarantined`` (waits for an operator)."""
+    attempts: int
+    last_error: str
+    written_by: str
+    datasets: int
+
+
+def pending(rows: list[LogRow], max_attempts: dict[str, int]) -> list[Pending]:
+    """Every unfinished batch of the job whose log ``rows`` are, by DAG and batch."""
+    out = []
+    for dag in sorted({r.dag for r in rows}):
+        for b in DagLog(dag, rows).unfinished():
+            fails = b.failures()
+            quarantined = b.quarantined(max_attempts.get(dag, 3))
+            seq = b.sequence
+            out.append(
+                Pending(
+                    dag=dag,
+                    scope=b.scope,
+                    batch=b.number,
+                    state="quarantined" if quarantined else "unfinished",
+                    attempts=len(fails),
+                    last_error=fails[-1].message if fails else "",
+                    written_by=seq.run_id if seq else "",
+                    datasets=len(b.datasets()),
+                )
+            )
+    return out

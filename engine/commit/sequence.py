@@ -1,0 +1,59 @@
+"""A commit sequence: one batch's steps, stored in the commit log before any runs, then run in
+order. A step already done (``verify()``) is skipped when a sequence is replayed."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import dataclass
+
+from engine.commit.killpoints import kill_point
+from engine.commit.log import SEQUENCE, Batch
+from engine.commit.steps import CommitStep, SetWatermarks, StepContext
+from engine.state.store import LogRow, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CommitSequence:
+    job: str
+    dag: str
+    scope: str
+    batch: int
+    steps: list[CommitStep]
+    datasets: list[str]
+
+    def row(self, run_id: str) -> LogRow:
+        body = {"datasets": self.datasets, "steps": [s.to_json() for s in self.steps]}
+        return LogRow(self.job, self.dag, self.scope, self.batch, SEQUENCE, run_id, utcnow(), json.dumps(body))
+
+    @classmethod
+    def of(cls, job: str, batch: Batch) -> CommitSequence:
+        steps = [CommitStep.from_json(s) for s in batch.steps()]
+        return cls(job, batch.dag, batch.scope, batch.number, steps, batch.datasets())
+
+    def run(self, ctx: StepContext) -> None:
+        """Run every step not yet done, in order; raise on the first that fails."""
+        for i, step in enumerate(self.steps, 1):
+            if isinstance(step, SetWatermarks):
+                kill_point("before_state_saved")
+            ctx.midway = functools.partial(kill_point, f"mid_step:{i}")
+            if not ctx.fresh and step.verify(ctx):
+                log.info("%s batch %d: step %d already done: %s", self.dag, self.batch, i, step.describe())
+            else:
+                log.info("%s batch %d: step %d: %s", self.dag, self.batch, i, step.describe())
+                try:
+                    step.execute(ctx)
+                except Exception as exc:
+                    raise StepFailed(i, step, exc) from exc
+            kill_point(f"after_step:{i}")
+        kill_point("before_done")
+
+
+class StepFailed(Exception):
+    def __init__(self, index: int, step: CommitStep, cause: BaseException) -> None:
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        super().__init__(f"step {index} ({step.describe()}) failed: {first}")
+        self.index = index

@@ -1,0 +1,278 @@
+"""Commit steps: one publish action each, with ``verify()`` (is it done?) and ``execute()`` (do
+it; safe to repeat), serialisable to a JSON object so a commit sequence can be stored before any
+step runs and replayed by a later run.
+
+- :class:`RenameFiles`: move a file sink's staged files into place (atomic per file where the file
+  system's rename is: local disks, HDFS).
+- :class:`DeleteFiles`: remove a file sink's previous files (``mode = overwrite``).
+- :class:`DeltaWrite`: append, overwrite or merge staged records into a Delta table as one Delta
+  commit carrying ``txnAppId``/``txnVersion`` (Delta skips a version it already has) and the batch
+  and watermarks in the commit's user metadata.
+- :class:`DeleteStaging`: remove the batch's staging directories.
+- :class:`SetWatermarks`: save the datasets' new high watermarks (one append to the state table).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pyspark.sql import functions as F
+
+from engine.commit.fs import HadoopFs
+from engine.errors import EngineError
+from engine.state import watermarks
+from engine.state.store import DatasetState, MetadataStore, utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+class StepError(EngineError):
+    """A commit step cannot be done (a staged file is missing, a write was refused)."""
+
+
+@dataclass
+class StepContext:
+    spark: SparkSession
+    store: MetadataStore
+    fs: HadoopFs
+    fresh: bool = True
+    """The sequence was written by this run (``False``: replayed by recovery)."""
+    midway: Callable[[], None] = lambda: None
+    """Called halfway through a step that moves many files (the ``mid_step`` kill point)."""
+
+
+_KINDS: dict[str, type[CommitStep]] = {}
+
+
+@dataclass
+class CommitStep(ABC):
+    kind: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            _KINDS[cls.kind] = cls
+
+    @abstractmethod
+    def verify(self, ctx: StepContext) -> bool:
+        """Whether this step's effect is already in place."""
+
+    @abstractmethod
+    def execute(self, ctx: StepContext) -> None:
+        """Put the effect in place; repeating it after a partial run finishes the job."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> CommitStep:
+        data = dict(data)
+        cls = _KINDS.get(data.pop("kind", ""))
+        if cls is None:
+            raise StepError(f"unknown commit step {data!r} (written by a newer engine?)")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class RenameFiles(CommitStep):
+    kind: ClassVar[str] = "rename_files"
+    sink: str
+    staging: str
+    target: str
+    files: list[list[Any]]
+    """``[relative path, size]`` of each staged file."""
+
+    def verify(self, ctx: StepContext) -> bool:
+        return all(ctx.fs.size(f"{self.target}/{rel}") == size for rel, size in self.files)
+
+    def execute(self, ctx: StepContext) -> None:
+        half = len(self.files) // 2
+        for i, (rel, size) in enumerate(self.files):
+            if i == half:
+                ctx.midway()
+            dst = f"{self.target}/{rel}"
+            found = ctx.fs.size(dst)
+            if found == size:
+                continue  # moved by an earlier attempt
+            if found is not None:
+                raise StepError(f"sink `{self.sink}`: {dst} exists with {found} bytes, expected {size}")
+            src = f"{self.staging}/{rel}"
+            if ctx.fs.size(src) is None:
+                raise StepError(
+                    f"sink `{self.sink}`: staged file {src} is missing and {dst} is not in place: the staging "
+                    "directory was removed before the batch was published"
+                )
+            ctx.fs.rename(src, dst)
+
+    def describe(self) -> str:
+        return f"rename {len(self.files)} staged file(s) of sink `{self.sink}` into {self.target}"
+
+
+@dataclass
+class DeleteFiles(CommitStep):
+    kind: ClassVar[str] = "delete_files"
+    sink: str
+    target: str
+    files: list[str]
+    """Paths relative to ``target``."""
+
+    def verify(self, ctx: StepContext) -> bool:
+        return not any(ctx.fs.exists(f"{self.target}/{rel}") for rel in self.files)
+
+    def execute(self, ctx: StepContext) -> None:
+        for i, rel in enumerate(self.files):
+            if i == len(self.files) // 2:
+                ctx.midway()
+            ctx.fs.delete(f"{self.target}/{rel}")
+
+    def describe(self) -> str:
+        return f"delete the {len(self.files)} previous file(s) of sink `{self.sink}` in {self.target}"
+
+
+@dataclass
+class DeltaWrite(CommitStep):
+    kind: ClassVar[str] = "delta_write"
+    sink: str
+    table: str
+    staging: str
+    mode: str
+    """``append``, ``overwrite`` or ``merge``."""
+    app_id: str
+    batch: int
+    base_version: int
+    """The table's version when the sequence was written (-1: no table yet)."""
+    partition_by: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)
+    user_metadata: str = ""
+
+    def verify(self, ctx: StepContext) -> bool:
+        """Whether a commit after ``base_version`` carries this app id at this batch or later (the
+        ``txn`` actions of the JSON commits, as the Delta protocol defines them)."""
+        latest = ctx.fs.delta_version(self.table)
+        if latest <= self.base_version:
+            return False
+        paths = [f"{self.table}/_delta_log/{v:020d}.json" for v in range(self.base_version + 1, latest + 1)]
+        txns = (
+            ctx.spark.read.text(paths)
+            .where(F.col("value").contains('"txn"'))
+            .select(
+                F.get_json_object("value", "$.txn.appId").alias("app"),
+                F.get_json_object("value", "$.txn.version").alias("v"),
+            )
+            .where(F.col("app") == self.app_id)
+            .collect()
+        )
+        return any(int(r["v"]) >= self.batch for r in txns)
+
+    def execute(self, ctx: StepContext) -> None:
+        before = ctx.fs.delta_version(self.table)
+        if self.mode == "merge" and before >= 0:
+            self._merge(ctx.spark)
+        else:
+            writer = (
+                ctx.spark.read.parquet(self.staging)
+                .write.format("delta")
+                .mode("overwrite" if self.mode == "overwrite" else "append")
+                .options(**self.options)
+                .option("txnAppId", self.app_id)
+                .option("txnVersion", str(self.batch))
+                .option("userMetadata", self.user_metadata)
+            )
+            if self.partition_by:
+                writer = writer.partitionBy(*self.partition_by)
+            writer.save(self.table)
+        if ctx.fresh and ctx.fs.delta_version(self.table) == before:
+            raise StepError(
+                f"sink `{self.sink}`: Delta skipped the write of batch {self.batch} to {self.table} because the "
+                f"table already holds app id `{self.app_id}` at that batch or later. The commit log no longer "
+                "matches the table (was `_engine/commit_log` deleted or the warehouse changed?)"
+            )
+
+    def _merge(self, spark: SparkSession) -> None:
+        from delta.tables import DeltaTable
+
+        # Idempotent DML takes the txn from session confs: set them on a session of its own so they
+        # do not leak into other commits of this application.
+        session = spark.newSession()
+        session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+        session.conf.set("spark.databricks.delta.write.txnVersion", str(self.batch))
+        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", self.user_metadata)
+        source = session.read.parquet(self.staging)
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)
+        (
+            DeltaTable.forPath(session, self.table)
+            .alias("t")
+            .merge(source.alias("s"), on)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    def describe(self) -> str:
+        return f"{self.mode} batch {self.batch} into Delta table {self.table} (sink `{self.sink}`)"
+
+
+@dataclass
+class DeleteStaging(CommitStep):
+    kind: ClassVar[str] = "delete_staging"
+    dirs: list[str]
+
+    def verify(self, ctx: StepContext) -> bool:
+        return not any(ctx.fs.exists(d) for d in self.dirs)
+
+    def execute(self, ctx: StepContext) -> None:
+        for d in self.dirs:
+            ctx.fs.delete(d, recursive=True)
+            ctx.fs.delete_if_empty(d.rsplit("/", 1)[0])
+
+    def describe(self) -> str:
+        return f"delete {len(self.dirs)} staging director{'y' if len(self.dirs) == 1 else 'ies'}"
+
+
+@dataclass
+class SetWatermarks(CommitStep):
+    kind: ClassVar[str] = "set_watermarks"
+    job: str
+    dag: str
+    scope: str
+    run_id: str
+    watermarks: dict[str, str]
+    """Dataset URN -> the watermark's JSON."""
+
+    def verify(self, ctx: StepContext) -> bool:
+        stored = ctx.store.load_state(self.job, self.dag, self.scope)
+        return all(
+            d in stored and stored[d].watermark is not None and stored[d].watermark.to_json() == w  # type: ignore[union-attr]
+            for d, w in self.watermarks.items()
+        )
+
+    def execute(self, ctx: StepContext) -> None:
+        now = utcnow()
+        rows = [
+            DatasetState(self.job, self.dag, self.scope, d, watermarks.parse(w), self.run_id, now, note="run")
+            for d, w in sorted(self.watermarks.items())
+        ]
+        if rows:
+            ctx.store.save_state(rows)
+
+    def describe(self) -> str:
+        return f"set the high watermark of {len(self.watermarks)} dataset(s)"
+
+
+def user_metadata(job: str, dag: str, batch: int, marks: dict[str, str]) -> str:
+    """What a Delta commit carries: the batch and (for up to 20 datasets) the watermarks it publishes."""
+    shown = {d: json.loads(w)["value"] for d, w in sorted(marks.items())[:20]}
+    return json.dumps({"engine": {"job": job, "dag": dag, "batch": batch, "datasets": len(marks), "watermarks": shown}})
