@@ -9,6 +9,8 @@ protocol. The points, in the order a run meets them:
 - ``after_step:<n>``: step ``n`` is done.
 - ``before_state_saved``: every step but the watermark step is done.
 - ``before_done``: every step is done; the sequence is not yet marked done.
+
+``<point>@<dag>`` kills only in that DAG (DAGs of a job run in parallel).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ KILL_AT = "ENGINE_KILL_AT"
 log = logging.getLogger(__name__)
 
 
-def kill_point(name: str) -> None:
+def kill_point(name: str, dag: str) -> None:
     wanted = {p.strip() for p in os.environ.get(KILL_AT, "").split(",") if p.strip()}
-    if name in wanted:
-        print(f"engine: killed at {name} ({KILL_AT})", file=sys.stderr, flush=True)
+    if name in wanted or f"{name}@{dag}" in wanted:
+        print(f"engine: killed at {name} in dag {dag} ({KILL_AT})", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)

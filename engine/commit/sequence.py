@@ -38,8 +38,8 @@ class CommitSequence:
         """Run every step not yet done, in order; raise on the first that fails."""
         for i, step in enumerate(self.steps, 1):
             if isinstance(step, SetWatermarks):
-                kill_point("before_state_saved")
-            ctx.midway = functools.partial(kill_point, f"mid_step:{i}")
+                kill_point("before_state_saved", self.dag)
+            ctx.midway = functools.partial(kill_point, f"mid_step:{i}", self.dag)
             if not ctx.fresh and step.verify(ctx):
                 log.info("%s batch %d: step %d already done: %s", self.dag, self.batch, i, step.describe())
             else:
@@ -48,8 +48,8 @@ class CommitSequence:
                     step.execute(ctx)
                 except Exception as exc:
                     raise StepFailed(i, step, exc) from exc
-            kill_point(f"after_step:{i}")
-        kill_point("before_done")
+            kill_point(f"after_step:{i}", self.dag)
+        kill_point("before_done", self.dag)
 
 
 class StepFailed(Exception):

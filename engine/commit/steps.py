@@ -111,8 +111,8 @@ class RenameFiles(CommitStep):
             src = f"{self.staging}/{rel}"
             if ctx.fs.size(src) is None:
                 raise StepError(
-                    f"sink `{self.sink}`: staged file {src} is missing and {dst} is not in place: the staging "
-                    "directory was removed before the batch was published"
+                    f"sink `{self.sink}`: staged file {rel} is missing from {self.staging} and not in {self.target}: "
+                    "the staging directory was removed before the batch was published"
                 )
             ctx.fs.rename(src, dst)
 

@@ -281,7 +281,7 @@ class JobDag:
                 for g in read:
                     outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error or message) for u in g.group.units]
                 return self._result(outcomes, {}, started, message=message)
-            kill_point("after_staging")
+            kill_point("after_staging", self.name)
         for g in read:
             status = DatasetStatus.FAILED if g.error else DatasetStatus.COMMITTED
             outcomes += [self._outcome(u, g, status, g.error or u.note) for u in g.group.units]

@@ -110,7 +110,7 @@ class MetadataManager:
         for batch in self.dag_log(dag.name).unfinished():
             failures = batch.failures()
             if len(failures) >= max_attempts:
-                return Blocked(batch, True, self._quarantine_message(batch, failures[-1].message))
+                return Blocked(batch, True, _quarantined(batch, len(failures), failures[-1].message))
             log.info(
                 "dag %s: recovering batch %d (attempt %d of %d)",
                 dag.name,
@@ -125,7 +125,7 @@ class MetadataManager:
                 message = first_line(exc)
                 self._append(self._row(dag.name, batch.scope, batch.number, ATTEMPT, message=message))
                 if len(failures) + 1 >= max_attempts:
-                    return Blocked(batch, True, self._quarantine_message(batch, message))
+                    return Blocked(batch, True, _quarantined(batch, len(failures) + 1, message))
                 return Blocked(
                     batch,
                     False,
@@ -136,14 +136,6 @@ class MetadataManager:
             self.recovered.setdefault(dag.name, []).append(batch.number)
             log.info("dag %s: batch %d recovered and published", dag.name, batch.number)
         return None
-
-    @staticmethod
-    def _quarantine_message(batch: Batch, last: str) -> str:
-        return (
-            f"quarantined: batch {batch.number} could not be published after {len(batch.failures())} attempts "
-            f"(last: {last}). Fix the cause, then `mode=commit commit.action=release commit.dag={batch.dag} "
-            "commit.reason=...` to retry it (or `abandon` to drop it)"
-        )
 
     def batch(self, dag: JobDag) -> tuple[int, list[WorkUnit] | None]:
         """This run's batch number for ``dag`` and, if an earlier run left its plan open (stored,
@@ -177,7 +169,7 @@ class MetadataManager:
             rows.append(self._row(dag.name, dag.scope, batch.number, PLAN, body=json.dumps(body)))
         if rows:
             self._append(*rows)
-            kill_point("after_plan_saved")
+            kill_point("after_plan_saved", dag.name)
 
     def context(self, dag: JobDag) -> PlanContext:
         """Load ``dag``'s state (its scope: live or its backfill's) into this run's copy."""
@@ -219,7 +211,7 @@ class MetadataManager:
             sequence = CommitSequence(self.job, dag.name, dag.scope, batch.number, steps, committed)
             self.guard()
             self._append(sequence.row(self.run_id))
-            kill_point("after_sequence_written")
+            kill_point("after_sequence_written", dag.name)
             try:
                 sequence.run(self._context(fresh=True))
                 closing.append(self._row(dag.name, dag.scope, batch.number, DONE))
@@ -311,6 +303,14 @@ class MetadataManager:
         )
         self.store.add_flow_status(row)
         return row
+
+
+def _quarantined(batch: Batch, attempts: int, last: str) -> str:
+    return (
+        f"quarantined: batch {batch.number} could not be published after {attempts} attempts (last: {last}). "
+        f"Fix the cause, then `mode=commit commit.action=release commit.dag={batch.dag} commit.reason=...` to "
+        "retry it (or `abandon` to drop it)"
+    )
 
 
 def fingerprint(dag: JobDag) -> str:

@@ -187,31 +187,32 @@ def _visible(root: Path, suffix: str) -> list[Path]:
     )
 
 
-def sink_ids(wh: Path) -> dict[str, list[int]]:
+def sink_ids(wh: Path, name: str = JOB) -> dict[str, list[int]]:
     """Every sink's ids (sorted, duplicates kept), each read without Spark."""
     import fastavro
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
     out: dict[str, list[int]] = {}
-    lake = wh / "out" / "lake"
+    root = wh / ("out" if name == JOB else f"out-{name}")
+    lake = root / "lake"
     out["delta"] = sorted(DeltaTable(str(lake)).to_pyarrow_table().column("id").to_pylist()) if lake.exists() else []
-    pq = wh / "out" / "pq"
+    pq = root / "pq"
     out["parquet"] = (
         sorted(ds.dataset(str(pq), format="parquet", partitioning="hive").to_table().column("id").to_pylist())
         if _visible(pq, ".parquet")
         else []
     )
     avro_ids: list[int] = []
-    for f in _visible(wh / "out" / "av", ".avro"):
+    for f in _visible(root / "av", ".avro"):
         with f.open("rb") as fh:
             avro_ids += [int(r["id"]) for r in fastavro.reader(fh)]  # type: ignore[index, arg-type, call-overload]
     out["avro"] = sorted(avro_ids)
     json_ids: list[int] = []
-    for f in _visible(wh / "out" / "js", ".json"):
+    for f in _visible(root / "js", ".json"):
         json_ids += [int(json.loads(line)["id"]) for line in f.read_text().splitlines() if line.strip()]
     out["json"] = sorted(json_ids)
-    errors = wh / "_errors" / JOB
+    errors = wh / "_errors" / name
     out["errors"] = (
         sorted(json.loads(r)["id"] for r in DeltaTable(str(errors)).to_pyarrow_table().column("record").to_pylist())
         if (errors / "_delta_log").exists()
@@ -231,17 +232,17 @@ def watermarks(wh: Path) -> dict[str, dict[str, Any]]:
     return latest
 
 
-def check_exactly_once(wh: Path, inputs: Inputs) -> None:
-    found = sink_ids(wh)
+def check_exactly_once(wh: Path, inputs: Inputs, name: str = JOB) -> None:
+    found = sink_ids(wh, name)
     for sink in ("delta", "parquet", "avro", "json"):
         assert found[sink] == inputs.good, f"{sink}: {_diff(found[sink], inputs.good)}"
     assert found["errors"] == inputs.bad, f"error table: {_diff(found['errors'], inputs.bad)}"
     marks = watermarks(wh)
     for dataset, path in inputs.last.items():
-        urn = next((d for d in marks if d.rstrip("/").endswith(f"/in/{dataset}")), None)
+        urn = next((d for d in marks if d.rstrip("/").endswith(f"/{inputs.root.name}/{dataset}")), None)
         assert urn is not None, f"no watermark for {dataset}: {sorted(marks)}"
         assert marks[urn]["path"] == path, f"{dataset}: watermark at {marks[urn]['path']}, data ends at {path}"
-    leftovers = [p for p in (wh / "out").rglob("_engine_staging")] + list((wh / "_errors").rglob("_engine_staging"))
+    leftovers = list(wh.rglob("_engine_staging"))
     assert not leftovers, f"staging left behind: {leftovers}"
 
 
