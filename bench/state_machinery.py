@@ -10,10 +10,12 @@ small JSON file, runs the job once to create every dataset's watermark in real D
 tables, then for each timed round drops one new file into every directory and runs the job again
 phase by phase, exactly as the JobManager does, timing:
 
-- ``read_state``: loading the N watermarks from the Delta state table (the in-memory copy);
+- ``read_state``: reading the commit log and loading the N watermarks from the Delta state table;
 - ``plan_units``: the files source's work-unit calculator (listing, new-file selection,
   throttling) plus packing into multi-work-units;
-- ``save_state``: appending the N new watermarks, the N JobStatus rows and the FlowStatus row;
+- ``save_state``: the publish step: storing the commit sequence, running it (publishing the staged
+  sink data, appending the N new watermarks), marking it done, the N JobStatus rows and the
+  FlowStatus row (since the exactly-once protocol this includes the sink's Delta commit);
 - ``run``: the whole run (the three above plus checking, reading, converting and writing).
 
 Every round checks that each dataset read exactly its one new file (N*10 records) and that the
@@ -70,14 +72,16 @@ def job(root: Path) -> dict[str, Any]:
 
 def timed_run(spark: Any, spec: Any, store: Any, run_id: str) -> dict[str, float]:
     """One run, phase by phase, as JobManager.plan/execute do it."""
+    from engine.commit.batch import BatchRef
     from engine.runtime.jobdag import JobDag
     from engine.runtime.metadata import MetadataManager
     from engine.sources.workunits import pack
 
     t0 = time.perf_counter()
-    manager = MetadataManager(store, job=spec.name, run_id=run_id)
+    manager = MetadataManager(store, spark=spark, job=spec.name, run_id=run_id)
     (dag_spec,) = spec.dags
     dag = JobDag(dag_spec, job=spec.name, run_id=run_id)
+    number, _ = manager.batch(dag)
     ctx = manager.context(dag)
     t1 = time.perf_counter()
     units = dag.source.plan(spark, ctx)
@@ -85,9 +89,11 @@ def timed_run(spark: Any, spec: Any, store: Any, run_id: str) -> dict[str, float
     t2 = time.perf_counter()
     plan = dag.plan(spark, ctx)  # plans the units again and checks the chain: counted in `run`
     assert plan is not None
-    result = dag.run(spark, plan)
+    batch = BatchRef(spec.name, dag.name, number, epoch=store.log_epoch())
+    manager.begin(dag, plan.units, batch, reused=False)
+    result = dag.run(spark, plan, batch)
     t3 = time.perf_counter()
-    manager.commit(dag, result)
+    result = manager.commit(dag, result, batch)
     manager.finish([result], start=manager.now)
     t4 = time.perf_counter()
     if result.status != "SUCCEEDED":

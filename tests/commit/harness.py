@@ -54,7 +54,7 @@ def write_job(
     shared = {"publish": {"policy": policy, "max_attempts": max_attempts}, "work_units": {"max_groups": 2}}
     if other_dag:
         other = {
-            "sources": {"in": {**dag["sources"]["in"], "path": str(wh / "in-other")}},  # type: ignore[dict-item]
+            "sources": {"in": {**dag["sources"]["in"], "path": str(wh / "in-other")}},  # type: ignore[index]
             "sinks": {"lake": {"type": "delta", "path": "out-other"}},
         }
         job: dict[str, Any] = {"dags": {name: dag, "other": other}, **shared}
@@ -115,7 +115,11 @@ def crash_run(
 
 class _Driver(subprocess.Popen):  # type: ignore[type-arg]
     def communicate_result(self, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-        out, err = self.communicate(timeout=timeout)
+        try:
+            out, err = self.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()  # a hung driver must not keep holding the job's lease
+            out, err = self.communicate()
         return subprocess.CompletedProcess(self.args, self.returncode, out, err)
 
 
