@@ -16,6 +16,11 @@ def executor_seconds(spark: SparkSession, job_group: str) -> float:
     (0.0 if the status store cannot say: cost accounting never fails a run)."""
     sc = spark.sparkContext
     try:
+        # The status store is fed by the listener bus, asynchronously: let it catch up (bounded).
+        sc._jsc.sc().listenerBus().waitUntilEmpty(5000)  # type: ignore[union-attr]
+    except Exception as exc:
+        log.debug("listener bus not drained: %s", exc)
+    try:
         store = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
         total_ms = 0
         for job_id in sc.statusTracker().getJobIdsForGroup(job_group):

@@ -36,6 +36,7 @@ TRANSIENT = (
     "DELTA_CONCURRENT",
     "DELTA_METADATA_CHANGED",
     "DELTA_PROTOCOL_CHANGED",
+    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",  # another job is creating the same table right now
 )
 """Conflicts another writer's commit can cause; the write is retried (the table only grows, so
 a retry never loses or doubles a row: the failed commit wrote nothing)."""
