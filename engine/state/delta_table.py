@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from delta.tables import DeltaTable
 from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,14 +42,17 @@ TRANSIENT = (
 a retry never loses or doubles a row: the failed commit wrote nothing)."""
 
 
-def retry_conflicts(action: Callable[[], T], *, what: str, attempts: int = 8) -> T:
-    """Run ``action``, retrying Delta's transient concurrency conflicts with jittered backoff."""
+def retry_conflicts(action: Callable[[], T], *, what: str, attempts: int = 8, any_error: bool = False) -> T:
+    """Run ``action``, retrying Delta's transient concurrency conflicts with jittered backoff
+    (``any_error``: every error, for idempotent actions such as creating or inspecting a table
+    another job may be creating at this very moment)."""
     for attempt in range(1, attempts + 1):
         try:
             return action()
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
-            if attempt == attempts or not any(name in text for name in TRANSIENT):
+            transient = (any_error and not isinstance(exc, EngineError)) or any(name in text for name in TRANSIENT)
+            if attempt == attempts or not transient:
                 raise
             delay = min(5.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.5)
             log.info("%s: concurrent commit conflict (%s); retrying in %.1fs", what, type(exc).__name__, delay)
@@ -87,8 +90,12 @@ class MetaTable:
                 builder = builder.property(key, value)
             builder.execute()
 
-        retry_conflicts(create, what=f"creating the {self.what} table")
-        return self.check()
+        def create_and_check() -> MetaTable:
+            create()
+            self._checked = False
+            return self.check()
+
+        return retry_conflicts(create_and_check, what=f"creating the {self.what} table", any_error=True)
 
     def exists(self) -> bool:
         return self._checked or bool(DeltaTable.isDeltaTable(self.spark, self.path))
@@ -98,7 +105,12 @@ class MetaTable:
         per process: a table's schema version does not change under a running job)."""
         if self._checked:
             return self
-        self.properties = table_properties(self.spark, self.path)
+        self.properties = retry_conflicts(
+            lambda: table_properties(self.spark, self.path),
+            what=f"reading the {self.what} table",
+            attempts=4,
+            any_error=True,
+        )
         found = int(self.properties[VERSION_PROPERTY]) if VERSION_PROPERTY in self.properties else None
         if found is not None and found > self.version:
             raise ConfigError(
