@@ -36,6 +36,7 @@ from engine.sources.base import PlanContext
 from engine.sources.workunits import Budget, Size, WorkUnit
 from engine.state import watermarks
 from engine.state.store import (
+    DatasetState,
     DatasetStatus,
     FlowState,
     FlowStatusRow,
@@ -86,6 +87,7 @@ class MetadataManager:
         self._log = store.read_log(job)
         self._stale: list[LogRow] = []
         """``abandoned`` rows for open plans that no longer fit, written with the next plan."""
+        self._states: dict[tuple[str, str], dict[str, DatasetState]] = {}
         self.recovered: dict[str, list[int]] = {}
         """Batches each DAG's recovery published this run."""
 
@@ -146,7 +148,7 @@ class MetadataManager:
             return dlog.next_batch(), None
         body = json.loads(found.plan.body)
         units: list[WorkUnit] = codec.decode(body["units"])
-        state = self.store.load_state(self.job, dag.name, dag.scope)
+        state = self._state(dag)
         stale = body.get("fingerprint") != fingerprint(dag) or any(
             _json(u.low) != _json(state[u.dataset].watermark if u.dataset in state else None) for u in units
         )
@@ -171,9 +173,16 @@ class MetadataManager:
             self._append(*rows)
             kill_point("after_plan_saved", dag.name)
 
+    def _state(self, dag: JobDag) -> dict[str, DatasetState]:
+        """``dag``'s stored state, read once per run (a reused plan and the plan context share it)."""
+        key = (dag.name, dag.scope)
+        if key not in self._states:
+            self._states[key] = self.store.load_state(self.job, dag.name, dag.scope)
+        return self._states[key]
+
     def context(self, dag: JobDag) -> PlanContext:
         """Load ``dag``'s state (its scope: live or its backfill's) into this run's copy."""
-        state = dict(self.store.load_state(self.job, dag.name, dag.scope))  # the run's own copy
+        state = dict(self._state(dag))  # the run's own copy
         limits = dag.source.conf.limits
         per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
         first = self.planned == Size(0, 0, 0)

@@ -1,4 +1,4 @@
-"""Metadata stores: run history now; watermarks and the commit log later."""
+"""Metadata stores: run history, dataset state and status, and the commit log (Delta, in-memory)."""
 
 from engine.state.runs import InMemoryRunStore, RunRecord, RunStatus, RunStore
 
