@@ -22,12 +22,16 @@ def executor_seconds(spark: SparkSession, job_group: str) -> float:
         log.debug("listener bus not drained: %s", exc)
     try:
         store = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
-        total_ms = 0
-        for job_id in sc.statusTracker().getJobIdsForGroup(job_group):
-            stages = store.job(job_id).stageIds()
-            for i in range(stages.length()):
-                total_ms += int(store.lastStageAttempt(stages.apply(i)).executorRunTime())
-        return total_ms / 1000.0
+        job_ids = sc.statusTracker().getJobIdsForGroup(job_group)
     except Exception as exc:
         log.debug("no executor time for %s: %s", job_group, exc)
         return 0.0
+    total_ms = 0
+    for job_id in job_ids:
+        try:  # the store evicts old jobs and stages (spark.ui.retainedJobs): skip those, keep the rest
+            stages = store.job(job_id).stageIds()
+            for i in range(stages.length()):
+                total_ms += int(store.lastStageAttempt(stages.apply(i)).executorRunTime())
+        except Exception as exc:
+            log.debug("no executor time for job %s of %s: %s", job_id, job_group, exc)
+    return total_ms / 1000.0
