@@ -59,12 +59,51 @@ export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$venv/bin/python}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 
-exec "$venv/bin/spark-submit" \
-  --master "${master:-${ENGINE_MASTER:-local[*]}}" \
-  --driver-memory "${driver_memory:-${ENGINE_DRIVER_MEMORY:-4g}}" \
-  --jars "$jars" \
-  --driver-java-options "$java_opts" \
-  --py-files "$zip" \
-  --conf spark.ui.showConsoleProgress=false \
-  ${spark_opts[@]+"${spark_opts[@]}"} \
-  "$root/main.py" ${hydra_args[@]+"${hydra_args[@]}"}
+# Signals: the JVM starts with SIGINT and SIGTERM ignored, so it outlives the Python driver's
+# clean-up; the signals this script gets go to the driver, which stops gracefully (no new DAG,
+# running ones cancelled, nothing half-published; exit 128+N). If this script is killed outright,
+# the driver sees ENGINE_WRAPPER_PID vanish and stops the same way. See engine/cli/signals.py.
+export ENGINE_WRAPPER_PID=$$
+(
+  trap '' INT TERM
+  exec "$venv/bin/spark-submit" \
+    --master "${master:-${ENGINE_MASTER:-local[*]}}" \
+    --driver-memory "${driver_memory:-${ENGINE_DRIVER_MEMORY:-4g}}" \
+    --jars "$jars" \
+    --driver-java-options "$java_opts" \
+    --py-files "$zip" \
+    --conf spark.ui.showConsoleProgress=false \
+    ${spark_opts[@]+"${spark_opts[@]}"} \
+    "$root/main.py" ${hydra_args[@]+"${hydra_args[@]}"}
+) &
+child=$!
+
+driver_pids() {  # the Python driver: the child of the JVM running main.py
+  if command -v pgrep >/dev/null; then
+    pgrep -P "$child" -f "$root/main.py" || true
+    return
+  fi
+  local proc
+  for proc in /proc/[0-9]*; do
+    [ "$(cut -d' ' -f4 "$proc/stat" 2>/dev/null)" = "$child" ] || continue
+    tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q "$root/main.py" && echo "${proc#/proc/}"
+  done
+  return 0
+}
+signalled=""
+forward() {
+  signalled=1
+  local pid
+  for pid in $(driver_pids); do kill -"$1" "$pid" 2>/dev/null || true; done
+}
+trap 'forward TERM' TERM
+trap 'forward INT' INT
+while :; do
+  signalled=""
+  set +e
+  wait "$child"
+  status=$?
+  set -e
+  [ -z "$signalled" ] && break  # wait returned because spark-submit ended, not for a signal
+done
+exit "$status"

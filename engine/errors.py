@@ -6,6 +6,8 @@ EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_BUSY = 3
+EXIT_SIGNALLED = 128
+"""A run stopped by a signal exits ``128 + signal number`` (130 for SIGINT, 143 for SIGTERM)."""
 
 
 class EngineError(Exception):

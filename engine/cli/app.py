@@ -1,7 +1,9 @@
 """``main.py`` calls :func:`main`. Exit codes: 0 ok, 1 a job failed, 2 config or usage error,
-3 another run of the same job holds its lease (nothing was done).
+3 another run of the same job holds its lease (nothing was done), 128 + N stopped by signal N
+(130 SIGINT, 143 SIGTERM; nothing half-done was published).
 
-The last line on stdout is always a one-line JSON summary of the run; logs go to stderr.
+The last line on stdout is always a one-line JSON summary of the run (of every run, for a
+multirun); logs go to stderr.
 """
 
 from __future__ import annotations
@@ -16,37 +18,65 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
+from engine.cli.progress import MODES as PROGRESS_MODES
+from engine.cli.progress import shown, table
+from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
-from engine.errors import EXIT_JOB_FAILED, EXIT_OK, ConfigError, EngineError, JobBusyError
+from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
+from engine.runtime.progress import Board
+from engine.runtime.stop import Stop
 
 log = logging.getLogger("engine")
 MODES = ("run", "validate", "status", "checkpoint", "commit")
+OK_STATUSES = ("SUCCEEDED", "VALID", "OK", "CHANGED")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    ran: list[int] = []
+    runs: list[dict[str, Any]] = []
+    with graceful_stop(Stop()) as stop:
 
-    def task(app: AppConfig) -> int:
-        ran.append(1)
-        return run_task(app)
+        def task(app: AppConfig) -> int:
+            code, summary = run_task(app, stop)
+            runs.append({"overrides": list(app.overrides), **summary, "exit_code": code} if app.multirun else {})
+            return code
 
-    code = run_app(sys.argv[1:] if argv is None else argv, task)
-    if code and not ran:  # Hydra refused the command line and has said why on stderr
+        code = run_app(sys.argv[1:] if argv is None else argv, task)
+    if code and not runs:  # Hydra refused the command line and has said why on stderr
         message = "the command line or the config could not be composed (see the message above)"
         print(json.dumps({"status": "CONFIG_ERROR", "message": message}), flush=True)
+    elif len(runs) > 1 or any(runs):
+        print(json.dumps(multirun_summary(runs), default=str), flush=True)
     sys.exit(code)
 
 
-def run_task(app: AppConfig) -> int:
+def multirun_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last line of a multirun: every run, in order, without its per-DAG detail."""
+    statuses = {r.get("status") for r in runs}
+    status = "SUCCEEDED" if statuses <= set(OK_STATUSES) else "CANCELLED" if "CANCELLED" in statuses else "FAILED"
+    return {
+        "status": status,
+        "runs": [{k: v for k, v in r.items() if k != "dags"} for r in runs],
+        "failed_runs": sum(1 for r in runs if r.get("exit_code")),
+    }
+
+
+def run_task(app: AppConfig, stop: Stop | None = None) -> tuple[int, dict[str, Any]]:
     """One composed run: compile, start Spark, validate or run, print the summary."""
     debug = bool(app.data.get("debug"))
     _configure_logging(debug)
     started = time.monotonic()
     run_id = new_run_id()
     job = app.job_choice or "?"
+    stop = stop or Stop()
+    summary: dict[str, Any]
     try:
-        summary = _execute(app, run_id)
-        code = EXIT_OK if summary["status"] in ("SUCCEEDED", "VALID", "OK", "CHANGED") else EXIT_JOB_FAILED
+        if stop.is_set():  # a multirun asked to stop starts no further run
+            summary = {"run_id": run_id, "job": job, "status": "CANCELLED", "message": stop.reason}
+        else:
+            summary = _execute(app, run_id, stop)
+        code = EXIT_OK if summary["status"] in OK_STATUSES else EXIT_JOB_FAILED
+        if summary["status"] == "CANCELLED":
+            code = EXIT_SIGNALLED + (stop.signum or 15)
     except EngineError as exc:
         if isinstance(exc, ConfigError):
             exc.in_file(app.job_file)
@@ -67,34 +97,47 @@ def run_task(app: AppConfig) -> int:
         summary = {"run_id": run_id, "job": job, "status": "FAILED", "message": str(exc).strip().splitlines()[0]}
         code = EXIT_JOB_FAILED
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
+    if summary.get("dags") and isinstance(summary["dags"][0], dict) and app.data.get("progress") != "off":
+        print(table(summary), flush=True)
     print(json.dumps(summary, default=str), flush=True)
-    return code
+    return code, summary
 
 
 def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
+def _execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
     from engine.spec import compile_job  # no JVM needed up to here
 
     data = app.data
     mode = data.get("mode", "run")
     if mode not in MODES:
         raise ConfigError(f"unknown mode `{mode}`; use one of: {', '.join(MODES)}", key="mode")
+    progress = str(data.get("progress", "auto"))
+    if progress not in PROGRESS_MODES:
+        raise ConfigError(
+            f"unknown progress view `{progress}`; use one of: {', '.join(PROGRESS_MODES)}", key="progress"
+        )
     warehouse = _absolute(str(data["warehouse"]))
     name = (app.job_choice or "job").replace("/", ".")
     spec = compile_job(data["job"], name=name, file=app.job_file, warehouse=warehouse)
-    log.info("job %s compiled: %d dag(s); run %s", spec.name, len(spec.dags), run_id)
 
     from engine.cli.status import status_report
     from engine.commit.lease import Lease
     from engine.runtime import JobManager, build_session
+    from engine.runtime.discovery import discover
+    from engine.runtime.session import fair_pools, run_session
     from engine.state.delta_runs import DeltaRunStore
     from engine.state.delta_store import DeltaMetadataStore
 
     spark_cfg = data.get("spark", {})
-    spark = build_session(spark_cfg.get("app_name", "engine"), spark_cfg.get("conf", {}))
+    conf = {**fair_pools(spec.pools), **spark_cfg.get("conf", {})}
+    spark = run_session(build_session(spark_cfg.get("app_name", "engine"), conf), spark_cfg.get("conf", {}))
+    if spec.discover is not None:
+        found = discover(spark, spec.discover, file=app.job_file)
+        spec = compile_job(data["job"], name=name, file=app.job_file, warehouse=warehouse, found=found)
+    log.info("job %s compiled: %d dag(s); run %s", spec.name, len(spec.dags), run_id)
     if mode == "validate":
         JobManager(spark).validate(spec, run_id)
         return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
@@ -111,7 +154,9 @@ def _execute(app: AppConfig, run_id: str) -> dict[str, Any]:
         planned = manager.plan(spec, run_id)  # recovery, then every config mistake surfaces here
         metadata.ensure()
         store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
-        return manager.execute(planned, store).summary()
+        board = Board()
+        with shown(board, progress):
+            return manager.execute(planned, store, stop=stop, board=board).summary()
 
 
 def _operate(

@@ -32,6 +32,9 @@ class AppConfig:
     data: dict[str, Any]
     job_choice: str | None
     job_file: str | None
+    overrides: tuple[str, ...] = ()
+    """The command-line overrides of this run (in a multirun, the swept values)."""
+    multirun: bool = False
 
 
 def conf_dir() -> Path:
@@ -72,7 +75,14 @@ def _app_config(cfg: DictConfig) -> AppConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot resolve config: {exc}", file=str(file) if file else None) from exc
     assert isinstance(data, dict)
-    return AppConfig(data={str(k): v for k, v in data.items()}, job_choice=choice, job_file=str(file) if file else None)
+    hydra_cfg = HydraConfig.get()
+    return AppConfig(
+        data={str(k): v for k, v in data.items()},
+        job_choice=choice,
+        job_file=str(file) if file else None,
+        overrides=tuple(hydra_cfg.overrides.task),
+        multirun=str(hydra_cfg.mode) == "RunMode.MULTIRUN",
+    )
 
 
 def _show_config(argv: list[str]) -> int:

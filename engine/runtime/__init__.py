@@ -1,7 +1,31 @@
-"""Session factory, JobManager and JobDag."""
+"""Session factory, JobManager and JobDag.
 
-from engine.runtime.jobdag import DagResult, JobDag
-from engine.runtime.jobmanager import JobManager, JobResult
-from engine.runtime.session import build_session, cached_jars
+Imported lazily: the CLI uses this package's pyspark-free parts (``stop``, ``progress``) before
+Spark is needed, and compiling or validating a config must not pay for importing pyspark.
+"""
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.runtime.jobdag import DagResult, JobDag
+    from engine.runtime.jobmanager import JobManager, JobResult
+    from engine.runtime.session import build_session, cached_jars
+
+_WHERE = {
+    "DagResult": "engine.runtime.jobdag",
+    "JobDag": "engine.runtime.jobdag",
+    "JobManager": "engine.runtime.jobmanager",
+    "JobResult": "engine.runtime.jobmanager",
+    "build_session": "engine.runtime.session",
+    "cached_jars": "engine.runtime.session",
+}
 __all__ = ["DagResult", "JobDag", "JobManager", "JobResult", "build_session", "cached_jars"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_WHERE[name]), name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -33,7 +34,9 @@ from engine.converters.frame import DATASET, finalize, to_frame
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
 from engine.runtime.metrics import executor_seconds
+from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.sqlcheck import check_parses
+from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.error_table import ErrorTable
 from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
@@ -89,6 +92,11 @@ class DagResult:
     def records_written(self) -> int:
         return sum(self.sinks.values())
 
+    @property
+    def executor_seconds(self) -> float:
+        """What the DAG's reads cost, in executor seconds (the next run's ordering uses it)."""
+        return sum(o.unit.executor_seconds for o in self.datasets)
+
     def as_dict(self) -> dict[str, Any]:
         by_status: dict[str, int] = {}
         for d in self.datasets:
@@ -105,6 +113,7 @@ class DagResult:
             "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == DatasetStatus.FAILED],
             "recovered_batches": self.recovered,
             "seconds": round(self.seconds, 3),
+            "executor_seconds": round(self.executor_seconds, 3),
         }
 
 
@@ -149,10 +158,15 @@ class JobDag:
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
+        inputs_may_not_exist: bool = False,
     ) -> DagPlan | None:
         """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
-        job to infer is skipped and SQL only parsed."""
+        job to infer is skipped and SQL only parsed (as it is when ``inputs_may_not_exist``: an
+        upstream DAG creates them)."""
+        if validate_only and inputs_may_not_exist:
+            self._parse_only(spark)
+            return None
         self.source.check(spark)
         if validate_only and self._needs_inference():
             self._parse_only(spark)
@@ -180,14 +194,30 @@ class JobDag:
 
     # -- running -------------------------------------------------------------------------------
 
-    def run(self, spark: SparkSession, plan: DagPlan, batch: BatchRef) -> DagResult:
+    def run(
+        self,
+        spark: SparkSession,
+        plan: DagPlan,
+        batch: BatchRef,
+        *,
+        scope: DagScope | None = None,
+        stop: Stop | None = None,
+        on_read: Callable[[int], None] = lambda records: None,
+    ) -> DagResult:
+        """Read, convert and stage ``plan``; every Spark job runs in ``scope`` (pool, tag). Once
+        ``stop`` is set nothing more is read and nothing is staged: the result is ``CANCELLED``."""
         started = time.monotonic()
+        self._scope = scope or scope_for(self.run_id, self.name, self.spec.pool_name)
+        self._stop = stop or Stop()
         groups = pack(plan.units, max_groups=self.spec.work_units.max_groups) if plan.schema is not None else []
         outcomes = [DatasetOutcome(u, DatasetStatus.EMPTY, u.note) for u in plan.units if u.empty]
         if not groups:
             return self._result(outcomes, {}, started)
         read = self._read_groups(spark, plan, groups)
         try:
+            on_read(sum(c.read for g in read for c in g.counts.values()))
+            if self._stop.is_set():
+                return self.cancelled(plan.units, started)
             return self._publish(spark, plan, batch, read, outcomes, started)
         finally:
             for g in read:
@@ -214,10 +244,16 @@ class JobDag:
         return out
 
     def _read_group(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit, index: int) -> _Group:
-        assert plan.schema is not None
         job_group = f"{self.run_id}:{self.name}:wu{index}"
-        spark.sparkContext.setJobGroup(job_group, f"{self.job}/{self.name} work units {group.datasets[:3]}", True)
+        with self._scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
+            return self._read_scoped(spark, plan, group, job_group)
+
+    def _read_scoped(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit, job_group: str) -> _Group:
+        assert plan.schema is not None
         result = _Group(group)
+        if self._stop.is_set():
+            result.error = f"not read: {self._stop.reason}"
+            return result
         frame: DataFrame | None = None
         try:
             read = faults.inject(self.source.read(spark, group.units, plan.schema), group.datasets)
@@ -276,6 +312,8 @@ class JobDag:
             try:
                 staged, written = self._stage(spark, [g.frame for g in ok if g.frame is not None], plan, ok, batch)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
+                if self._stop.is_set():  # its Spark jobs were cancelled
+                    return self.cancelled(plan.units, started)
                 message = first_line(exc)
                 log.error("dag %s: staging failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
                 for g in read:
@@ -312,6 +350,14 @@ class JobDag:
             errors = self.fork.branch(frame, "error", plan.predicates["error"], self.ctx)
             staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
         return staged, written
+
+    def cancelled(self, units: list[WorkUnit], started: float) -> DagResult:
+        """The result of a run stopped before publishing: nothing staged, every dataset cancelled."""
+        why = f"cancelled: {self._stop.reason}; nothing was published, the next run reads it again"
+        outcomes = [DatasetOutcome(u, DatasetStatus.CANCELLED, why) for u in units]
+        result = self._result(outcomes, {}, started, message=why)
+        result.status = "CANCELLED"
+        return result
 
     def unpublished(self, result: DagResult, message: str) -> DagResult:
         """``result`` after its publishing failed: what was to commit did not."""

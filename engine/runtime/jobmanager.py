@@ -1,32 +1,45 @@
-"""The JobManager: plans every JobDag of a job, then runs them on threads in one SparkSession.
+"""The JobManager: runs every JobDag of a job on threads in one Spark application.
 
-Planning first recovers each DAG's unpublished batches (the commit log), then plans all DAGs
-(state loaded, work units computed or an open plan taken again, chains checked), so a config
-mistake in any of them stops the job before any data is written. One DAG failing does not stop
-the others; the result says which failed. Each DAG publishes on its own: its publish policy
-decides which of its datasets advance, and its commit sequence makes that exactly-once.
+Planning first recovers each DAG's unpublished batches (the commit log), then plans every DAG that
+depends on no other (state loaded, work units computed or an open plan taken again, chains
+checked), so a config mistake in any of them stops the job before any data is written. A DAG that
+runs ``after`` others is checked the same way without touching its inputs (an upstream may create
+them) and planned when it starts.
+
+DAGs then run ``parallelism`` at a time (:mod:`engine.runtime.graph`): higher ``priority`` first,
+then the one that cost most in its last run, each in its own SQL session, FAIR scheduler pool and
+job tag. One DAG failing does not stop the others; its dependents are skipped. Each DAG publishes
+on its own: its publish policy decides which of its datasets advance, and its commit sequence
+makes that exactly-once. When the run is asked to stop, no DAG starts, running DAGs are cancelled
+unless already publishing (a publish in progress completes), and nothing half-done is published.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.commit.batch import BatchRef
 from engine.converters.base import first_line
+from engine.runtime import progress as phases
+from engine.runtime.graph import Node, Outcome, run_graph
 from engine.runtime.jobdag import DagPlan, DagResult, JobDag
 from engine.runtime.metadata import Blocked, MetadataManager
+from engine.runtime.progress import Board
+from engine.runtime.scope import DagScope, scope_for
+from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.state import RunRecord, RunStatus, RunStore
-from engine.state.store import FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
+from engine.state.store import DatasetStatus, FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
@@ -40,15 +53,20 @@ class JobResult:
     seconds: float
     flow: FlowStatusRow | None = None
 
+    stopped: Stop | None = None
+    """Set when the run was asked to stop."""
+
     @property
     def status(self) -> str:
+        if self.stopped is not None and self.stopped.is_set():
+            return "CANCELLED"
         if all(d.status == "SUCCEEDED" for d in self.dags):
             return "SUCCEEDED"
         return "PARTIAL" if self.flow is not None and self.flow.status.value == "PARTIAL" else "FAILED"
 
     def summary(self) -> dict[str, Any]:
         """The one-line JSON summary's content."""
-        return {
+        out = {
             "run_id": self.run_id,
             "job": self.job,
             "status": self.status,
@@ -59,6 +77,22 @@ class JobResult:
             "execute_seconds": round(self.seconds, 3),
             "dags": [d.as_dict() for d in self.dags],
         }
+        if self.stopped is not None and self.stopped.is_set():
+            out["stopped_by"] = self.stopped.reason
+        return out
+
+
+@dataclass
+class PlannedDag:
+    """One DAG ready to run: planned now, planned when it starts (``after`` others), or blocked."""
+
+    dag: JobDag
+    plan: DagPlan | None = None
+    batch: BatchRef | None = None
+    reused: bool = False
+    """The plan is an earlier run's, re-executed."""
+    blocked: Blocked | None = None
+    """A batch of this DAG is not yet published: it plans nothing this run."""
 
 
 @dataclass
@@ -67,11 +101,10 @@ class PlannedJob:
 
     spec: JobSpec
     run_id: str
-    dags: list[tuple[JobDag, DagPlan, BatchRef, bool]]
-    """Each DAG with its plan, its batch and whether the plan is an earlier run's, re-executed."""
+    dags: list[PlannedDag]
     metadata: MetadataManager
-    blocked: list[tuple[JobDag, Blocked]] = field(default_factory=list)
-    """DAGs that plan nothing this run: a batch of theirs is not yet published."""
+    costs: dict[str, float] = field(default_factory=dict)
+    """Each DAG's executor seconds in its last run: the bigger starts first."""
     start: datetime = field(default_factory=utcnow)
 
 
@@ -84,6 +117,9 @@ class JobManager:
         self.guard = guard
         """Raises if this run may no longer publish (it lost the job's lease); called before each
         commit sequence runs."""
+        self._planning = threading.Lock()
+        """DAGs planned when they start share the run's metadata manager (and the job budget)."""
+        self._phases = threading.Lock()
 
     def validate(self, spec: JobSpec, run_id: str) -> None:
         """Check every DAG as :meth:`plan` does, without listing inputs or running any Spark job."""
@@ -91,7 +127,7 @@ class JobManager:
             dag.plan(self.spark, validate_only=True)
 
     def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
-        """Load state, plan work units and check every DAG; a config mistake raises before any write."""
+        """Recover, plan and check every DAG; a config mistake raises before any write."""
         manager = MetadataManager(
             self.metadata,
             spark=self.spark,
@@ -101,67 +137,103 @@ class JobManager:
             guard=self.guard,
         )
         planned = []
-        blocked = []
         for dag in self._dags(spec, run_id):
             stuck = manager.recover(dag)
             if stuck is not None:
                 log.error("dag %s: %s", dag.name, stuck.message)
-                blocked.append((dag, stuck))
-                continue
-            number, reuse = manager.batch(dag)
-            plan = dag.plan(self.spark, manager.context(dag), reuse=reuse)
-            assert plan is not None
-            manager.planned_units(plan.units)
-            planned.append((dag, plan, BatchRef(spec.name, dag.name, number), reuse is not None))
-        return PlannedJob(spec=spec, run_id=run_id, dags=planned, metadata=manager, blocked=blocked)
+                planned.append(PlannedDag(dag, blocked=stuck))
+            elif dag.spec.after:
+                dag.plan(self.spark, validate_only=True, inputs_may_not_exist=True)
+                planned.append(PlannedDag(dag))
+            else:
+                planned.append(self._plan_one(manager, dag))
+        costs = manager.expected_costs() if len(planned) > 1 else {}
+        return PlannedJob(spec=spec, run_id=run_id, dags=planned, metadata=manager, costs=costs)
 
-    def execute(self, job: PlannedJob, store: RunStore) -> JobResult:
-        """Run the planned DAGs, ``parallelism`` at a time, recording each in ``store``."""
+    def _plan_one(self, manager: MetadataManager, dag: JobDag) -> PlannedDag:
+        number, reuse = manager.batch(dag)
+        plan = dag.plan(self.spark, manager.context(dag), reuse=reuse)
+        assert plan is not None
+        manager.planned_units(plan.units)
+        return PlannedDag(dag, plan, BatchRef(manager.job, dag.name, number), reused=reuse is not None)
+
+    def execute(
+        self, job: PlannedJob, store: RunStore, *, stop: Stop | None = None, board: Board | None = None
+    ) -> JobResult:
+        """Run the planned DAGs, ``parallelism`` at a time, dependencies first, recording each in
+        ``store``; ``stop`` asks the run to stop (see the module docstring)."""
         started = time.monotonic()
-        for path in sorted({d.spec.error_table for d, *_ in job.dags if d.spec.error_table}):
+        stop = stop or Stop()
+        board = board or Board()
+        board.add([p.dag.name for p in job.dags])
+        for path in sorted({p.dag.spec.error_table for p in job.dags if p.dag.spec.error_table}):
             ErrorTable(path).ensure(self.spark)  # before any concurrency
-        with ThreadPoolExecutor(max_workers=job.spec.parallelism, thread_name_prefix="jobdag") as pool:
-            futures = [pool.submit(self._run_one, job, *planned, store) for planned in job.dags]
-            results = [f.result() for f in futures]
-        for dag, stuck in job.blocked:
-            job.metadata.blocked_status(dag, stuck)
-            status = "QUARANTINED" if stuck.quarantined else "FAILED"
-            results.append(DagResult(name=dag.name, status=status, message=stuck.message))
+        by_name = {p.dag.name: p for p in job.dags}
+        nodes = [
+            Node(p.dag.name, p.dag.spec.after, p.dag.spec.priority, job.costs.get(p.dag.name, 0.0), i)
+            for i, p in enumerate(job.dags)
+        ]
+        scopes = {n: scope_for(job.run_id, n, p.dag.spec.pool_name) for n, p in by_name.items()}
+        finished = threading.Event()
+        canceller = threading.Thread(
+            target=self._cancel_on_stop, args=(stop, finished, board, scopes), name="jobdag-cancel", daemon=True
+        )
+        canceller.start()
+        try:
+            outcomes = run_graph(
+                nodes,
+                lambda node: self._run_node(job, by_name[node.name], store, scopes[node.name], stop, board),
+                parallelism=job.spec.parallelism,
+                ok=lambda r: r.status == "SUCCEEDED",
+                stop=stop.event,
+                thread_name_prefix="jobdag",
+            )
+        finally:
+            finished.set()
+        results = [self._outcome(job, by_name[o.name], o, store, board) for o in outcomes.values()]
         for result in results:
             result.recovered = job.metadata.recovered.get(result.name, [])
-        flow = job.metadata.finish(results, start=job.start)
+        flow = job.metadata.finish(results, start=job.start, cancelled=stop.is_set())
         return JobResult(
-            job=job.spec.name, run_id=job.run_id, dags=results, seconds=time.monotonic() - started, flow=flow
+            job=job.spec.name,
+            run_id=job.run_id,
+            dags=results,
+            seconds=time.monotonic() - started,
+            flow=flow,
+            stopped=stop,
         )
 
-    def run(self, spec: JobSpec, run_id: str, store: RunStore) -> JobResult:
-        return self.execute(self.plan(spec, run_id), store)
+    def run(self, spec: JobSpec, run_id: str, store: RunStore, *, stop: Stop | None = None) -> JobResult:
+        return self.execute(self.plan(spec, run_id), store, stop=stop)
 
     def _dags(self, spec: JobSpec, run_id: str) -> list[JobDag]:
         return [JobDag(d, job=spec.name, run_id=run_id) for d in spec.dags]
 
-    def _run_one(
-        self, job: PlannedJob, dag: JobDag, plan: DagPlan, batch: BatchRef, reused: bool, store: RunStore
+    # -- one DAG ---------------------------------------------------------------------------------
+
+    def _run_node(
+        self, job: PlannedJob, planned: PlannedDag, store: RunStore, scope: DagScope, stop: Stop, board: Board
     ) -> DagResult:
-        spec, run_id = job.spec, job.run_id
-        record = RunRecord(run_id=run_id, job=spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=utcnow())
+        dag = planned.dag
+        if planned.blocked is not None:
+            return self._blocked(job, planned.dag, planned.blocked, board)
+        record = RunRecord(
+            run_id=job.run_id, job=job.spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=utcnow()
+        )
         store.append(record)
         sc = self.spark.sparkContext
-        sc.setJobGroup(f"{run_id}:{dag.name}", f"{spec.name}/{dag.name}", interruptOnCancel=True)
         started = time.monotonic()
-        try:
-            batch = replace(batch, epoch=job.metadata.store.log_epoch())
-            job.metadata.begin(dag, plan.units, batch, reused=reused)
-            result = job.metadata.commit(dag, dag.run(self.spark, plan, batch), batch)
-        except Exception as exc:  # one DAG's failure must not stop the others
-            log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
-            result = DagResult(
-                name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started
-            )
-        status = RunStatus(result.status)
+        with scope.entered(sc, f"{job.run_id}:{dag.name}", f"{job.spec.name}/{dag.name}"):
+            try:
+                result = self._plan_and_run(job, planned, scope, stop, board)
+            except Exception as exc:  # one DAG's failure must not stop the others
+                log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
+                result = DagResult(
+                    name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started
+                )
         store.append(
             record.finished(
-                status,
+                RunStatus(result.status),
                 end_time=utcnow(),
                 message=result.message,
                 records_read=result.records_read,
@@ -169,4 +241,71 @@ class JobManager:
                 records_rejected=result.records_rejected,
             )
         )
+        board.move(dag.name, result.status, records=result.records_read, message=result.message)
         return result
+
+    def _plan_and_run(
+        self, job: PlannedJob, planned: PlannedDag, scope: DagScope, stop: Stop, board: Board
+    ) -> DagResult:
+        dag = planned.dag
+        if planned.plan is None:  # it runs after others: plan it now that they are done
+            board.move(dag.name, phases.PLANNING)
+            with self._planning:
+                planned = self._plan_one(job.metadata, dag)
+        assert planned.plan is not None and planned.batch is not None
+        board.move(dag.name, phases.RUNNING)
+        batch = replace(planned.batch, epoch=job.metadata.store.log_epoch())
+        job.metadata.begin(dag, planned.plan.units, batch, reused=planned.reused)
+        session = self.spark.newSession()  # the DAG's own SQL settings and temporary views
+        result = dag.run(
+            session,
+            planned.plan,
+            batch,
+            scope=scope,
+            stop=stop,
+            on_read=lambda n: board.move(dag.name, phases.RUNNING, records=n),
+        )
+        with self._phases:  # from here on, a stop no longer cancels this DAG's Spark jobs
+            if stop.is_set() and result.status != "CANCELLED":
+                result = dag.cancelled(planned.plan.units, time.monotonic() - result.seconds)
+            if result.status != "CANCELLED":
+                board.move(dag.name, phases.PUBLISHING)
+        if result.status == "CANCELLED":
+            job.metadata.record(dag, result)
+            return result
+        return job.metadata.commit(dag, result, batch)
+
+    def _blocked(self, job: PlannedJob, dag: JobDag, stuck: Blocked, board: Board) -> DagResult:
+        job.metadata.blocked_status(dag, stuck)
+        status = "QUARANTINED" if stuck.quarantined else "FAILED"
+        board.move(dag.name, status, message=stuck.message)
+        return DagResult(name=dag.name, status=status, message=stuck.message)
+
+    def _outcome(
+        self, job: PlannedJob, planned: PlannedDag, outcome: Outcome[DagResult], store: RunStore, board: Board
+    ) -> DagResult:
+        """The DAG's result; for one that never ran (skipped, cancelled), its status rows too."""
+        if outcome.value is not None:
+            return outcome.value
+        dag = planned.dag
+        status = DatasetStatus(outcome.status)
+        datasets = [u.dataset for u in planned.plan.units if not u.empty] if planned.plan else []
+        job.metadata.not_run_status(dag, status, outcome.reason, datasets)
+        now = utcnow()
+        store.append(
+            RunRecord(job.run_id, job.spec.name, dag.name, RunStatus(outcome.status), now, now, outcome.reason)
+        )
+        board.move(dag.name, outcome.status, message=outcome.reason)
+        log.warning("dag %s: %s", dag.name, outcome.reason)
+        return DagResult(name=dag.name, status=outcome.status, message=outcome.reason)
+
+    def _cancel_on_stop(self, stop: Stop, finished: threading.Event, board: Board, scopes: dict[str, DagScope]) -> None:
+        """Once ``stop`` is set, cancel the Spark jobs of every DAG not yet publishing."""
+        while not stop.event.wait(0.5):
+            if finished.is_set():
+                return
+        with self._phases:
+            for name, scope in scopes.items():
+                if board.phase(name) in (phases.PLANNING, phases.RUNNING):
+                    log.warning("dag %s: cancelling its Spark jobs (%s)", name, stop.reason)
+                    scope.cancel(self.spark.sparkContext, stop.reason)

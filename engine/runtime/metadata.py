@@ -245,16 +245,22 @@ class MetadataManager:
     def blocked_status(self, dag: JobDag, blocked: Blocked) -> None:
         """Status rows for a DAG skipped because a batch of it is unpublished."""
         status = DatasetStatus.QUARANTINED if blocked.quarantined else DatasetStatus.FAILED
+        self.not_run_status(dag, status, blocked.message, blocked.batch.datasets(), scope=blocked.batch.scope)
+
+    def not_run_status(
+        self, dag: JobDag, status: DatasetStatus, message: str, datasets: list[str], *, scope: str | None = None
+    ) -> None:
+        """Status rows for a DAG that read nothing this run (blocked, skipped or cancelled)."""
         now = utcnow()
         rows = [
             JobStatusRow(
                 run_id=self.run_id,
                 job=self.job,
                 dag=dag.name,
-                scope=blocked.batch.scope,
+                scope=scope or dag.scope,
                 dataset=d,
                 status=status,
-                message=blocked.message[:2000],
+                message=message[:2000],
                 records=0,
                 bytes=0,
                 executor_seconds=0.0,
@@ -263,9 +269,23 @@ class MetadataManager:
                 start_time=now,
                 end_time=now,
             )
-            for d in blocked.batch.datasets() or [dag.name]
+            for d in datasets or [dag.name]
         ]
         self.store.add_job_status(rows)
+
+    def record(self, dag: JobDag, result: DagResult) -> None:
+        """Status rows for a DAG whose result is not published (cancelled)."""
+        self.store.add_job_status([self._status_row(dag, o, {}) for o in result.datasets])
+
+    def expected_costs(self) -> dict[str, float]:
+        """Each DAG's executor seconds in its last run that recorded any (for ordering)."""
+        costs: dict[str, float] = {}
+        newest: dict[str, str] = {}
+        rows = [r for r in self.store.job_status(self.job, runs=3) if r.executor_seconds > 0]
+        for row in sorted(rows, key=lambda r: r.start_time, reverse=True):
+            if newest.setdefault(row.dag, row.run_id) == row.run_id:
+                costs[row.dag] = costs.get(row.dag, 0.0) + row.executor_seconds
+        return costs
 
     def _status_row(self, dag: JobDag, o: DatasetOutcome, marks: dict[str, str]) -> JobStatusRow:
         new = marks.get(o.unit.dataset)
@@ -287,12 +307,16 @@ class MetadataManager:
             end_time=o.end_time,
         )
 
-    def finish(self, results: list[DagResult], *, start: datetime, message: str = "") -> FlowStatusRow:
+    def finish(
+        self, results: list[DagResult], *, start: datetime, message: str = "", cancelled: bool = False
+    ) -> FlowStatusRow:
         datasets = [o for r in results for o in r.datasets]
         committed = sum(1 for o in datasets if o.status == DatasetStatus.COMMITTED)
         failed = sum(1 for o in datasets if o.status == DatasetStatus.FAILED)
         dag_failed = any(r.status != "SUCCEEDED" for r in results)
-        if not dag_failed:
+        if cancelled:
+            status = FlowState.CANCELLED
+        elif not dag_failed:
             status = FlowState.SUCCEEDED
         elif committed or any(r.status in ("SUCCEEDED", "PARTIAL") for r in results):
             status = FlowState.PARTIAL

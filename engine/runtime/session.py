@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import quoteattr
 
 from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from engine.spec.model import PoolConf
 
 _DELTA = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -48,3 +55,42 @@ def build_session(
     # those errors into one-line messages itself.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark
+
+
+def fair_pools(pools: dict[str, PoolConf]) -> dict[str, str]:
+    """Session settings for FAIR scheduling with ``pools`` (an allocation file written to a temp
+    file). Read when the SparkContext starts: pools of a later run in the same application (a
+    multirun) that the first did not declare get Spark's defaults (weight 1)."""
+    if not pools:
+        return {"spark.scheduler.mode": "FAIR"}
+    lines = ['<?xml version="1.0"?>', "<allocations>"]
+    for name, pool in sorted(pools.items()):
+        lines += [
+            f"  <pool name={quoteattr(name)}>",
+            "    <schedulingMode>FIFO</schedulingMode>",
+            f"    <weight>{pool.weight}</weight>",
+            f"    <minShare>{pool.min_share}</minShare>",
+            "  </pool>",
+        ]
+    lines.append("</allocations>")
+    fd, path = tempfile.mkstemp(prefix="engine-pools-", suffix=".xml")
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": path}
+
+
+def run_session(root: SparkSession, conf: dict[str, Any] | None = None) -> SparkSession:
+    """A new SQL session of ``root``'s application for one run, with the run's SQL settings: runs
+    of a multirun share the SparkContext, never each other's settings. Settings fixed when the
+    context started (master, memory, static SQL settings) are left to the first run's."""
+    session = root.newSession()
+    for key, value in (conf or {}).items():
+        try:
+            if not session.conf.isModifiable(key):
+                if str(root.sparkContext.getConf().get(key, str(value))) != str(value):
+                    log.warning("spark setting %s=%s ignored: it is fixed when the application starts", key, value)
+                continue
+            session.conf.set(key, str(value))
+        except Exception as exc:  # a setting Spark refuses is reported, not fatal
+            log.warning("spark setting %s=%s ignored: %s", key, value, str(exc).splitlines()[0])
+    return session

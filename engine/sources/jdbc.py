@@ -56,6 +56,21 @@ _LONGS = (ByteType, ShortType, IntegerType, LongType)
 _TIMES = (TimestampType, TimestampNTZType, DateType)
 
 
+def connection_options(
+    url: str, *, user: str | None = None, password: str | None = None, driver: str | None = None
+) -> dict[str, str]:
+    """Spark JDBC reader options for a connection, the driver class inferred from the URL."""
+    opts = {"url": url}
+    for key, value in (("user", user), ("password", password), ("driver", driver)):
+        if value is not None:
+            opts[key] = value
+    if "driver" not in opts:  # jars added at submit time are not visible to DriverManager
+        scheme = url.split(":")[1] if url.count(":") >= 2 else ""
+        if scheme in _DRIVERS:
+            opts["driver"] = _DRIVERS[scheme]
+    return opts
+
+
 class JdbcSource(Source):
     """See :class:`~engine.sources.conf.JdbcSourceConf` for its config."""
 
@@ -141,16 +156,8 @@ class JdbcSource(Source):
 
     def _options(self) -> dict[str, Any]:
         conf = self.conf
-        opts: dict[str, Any] = {"url": conf.url, "fetchsize": conf.fetch_size, **conf.options}
-        for key in ("user", "password", "driver"):
-            value = getattr(conf, key)
-            if value is not None:
-                opts[key] = value
-        if "driver" not in opts:  # jars added at submit time are not visible to DriverManager
-            scheme = conf.url.split(":")[1] if conf.url.count(":") >= 2 else ""
-            if scheme in _DRIVERS:
-                opts["driver"] = _DRIVERS[scheme]
-        return opts
+        opts = connection_options(conf.url, user=conf.user, password=conf.password, driver=conf.driver)
+        return {**opts, "fetchsize": conf.fetch_size, **conf.options}
 
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         return spark.read.format("jdbc").options(**{k: str(v) for k, v in self._options().items()})

@@ -7,7 +7,10 @@ Avro schemas, step names, and that every sink reads from a branch that exists.
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
+from dataclasses import replace
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +21,50 @@ from engine.sinks import SINKS
 from engine.sinks.conf import SinkConf, TableSinkConf
 from engine.sources import SOURCES
 from engine.sources.conf import DeltaSourceConf, FilesSourceConf
-from engine.spec.model import BUILTIN_BRANCHES, DagConf, DagSpec, JobConf, JobSpec, PluginSpec, SourceSpec
+from engine.spec import fanout
+from engine.spec.model import (
+    BUILTIN_BRANCHES,
+    DagConf,
+    DagSpec,
+    GlobDiscoverConf,
+    JdbcTablesDiscoverConf,
+    JobConf,
+    JobSpec,
+    PluginSpec,
+    SourceSpec,
+)
 from engine.spec.validation import validate
 
 
-def compile_job(raw: dict[str, Any], *, name: str, file: str | None, warehouse: str) -> JobSpec:
-    """Validate ``raw`` (the ``job`` node) and return the job's frozen spec."""
+def compile_job(
+    raw: dict[str, Any], *, name: str, file: str | None, warehouse: str, found: list[fanout.Found] | None = None
+) -> JobSpec:
+    """Validate ``raw`` (the ``job`` node) and return the job's frozen spec.
+
+    A fan-out whose datasets are discovered at run time is compiled for one example dataset
+    (``JobSpec.discover`` set) until ``found`` gives the real ones."""
     job = validate(JobConf, raw, key="job", file=file)
     job_name = job.name or name
     base_dir = Path(file).parent if file else Path.cwd()
     ctx = _Context(file=file, base_dir=base_dir, warehouse=warehouse, job_name=job_name)
-    if job.dags:
+    pending = _discovery(job, ctx) if found is None else None
+    if job.dags or job.fan_out:
         if job.sources or job.sinks or job.converters or job.forks:
             raise ConfigError(
-                "a job with `dags` keeps sources, converters, forks and sinks inside each DAG",
-                key="job.dags",
+                "a job with `dags` or `fan_out` keeps sources, converters, forks and sinks inside each DAG",
+                key="job.dags" if job.dags else "job.fan_out",
                 file=file,
             )
         dags = tuple(_compile_dag(n, _inherit(job, d), f"job.dags.{n}", ctx) for n, d in job.dags.items())
+        dags += _fan_out(job, ctx, found, taken={d.name for d in dags})
     else:
         if not job.sources or not job.sinks:
             missing = "sources" if not job.sources else "sinks"
             raise ConfigError("missing required key", key=f"job.{missing}", file=file)
         dag = DagConf.model_validate(job.model_dump(include=set(DagConf.model_fields)))
         dags = (_compile_dag(job_name, dag, "job", ctx),)
+    _check_dependencies(dags, file)
+    _check_pools(job, dags, file)
     return JobSpec(
         name=job_name,
         file=file,
@@ -50,7 +73,74 @@ def compile_job(raw: dict[str, Any], *, name: str, file: str | None, warehouse: 
         dags=dags,
         description=job.description,
         limits=job.limits,
+        pools=dict(job.pools),
+        discover=pending,
     )
+
+
+def _fan_out(job: JobConf, ctx: _Context, found: list[fanout.Found] | None, taken: set[str]) -> tuple[DagSpec, ...]:
+    conf = job.fan_out
+    if conf is None:
+        return ()
+    if (conf.discover is None) == (not conf.datasets):
+        raise ConfigError("give exactly one of `datasets` and `discover`", key="job.fan_out", file=ctx.file)
+    if found is None:
+        found = fanout.listed(conf) if conf.discover is None else [fanout.example(conf.discover)]
+    chosen = fanout.select(conf, found, file=ctx.file)
+    if not chosen and not conf.allow_empty:
+        what = "the listed datasets" if conf.discover is None else f"discovery `{conf.discover.type}`"
+        raise ConfigError(
+            f"{what} gave no dataset (after include/exclude); set `allow_empty = true` if that is expected",
+            key="job.fan_out",
+            file=ctx.file,
+        )
+    dags = []
+    for item in chosen:
+        dag_name, raw = fanout.expand(conf, item, file=ctx.file)
+        if dag_name in taken:
+            raise ConfigError(
+                f"dataset `{item.dataset}` gives DAG name `{dag_name}`, which is already taken",
+                key="job.fan_out.name",
+                file=ctx.file,
+            )
+        taken.add(dag_name)
+        dag = validate(DagConf, raw, key="job.fan_out.template", file=ctx.file)
+        spec = _compile_dag(dag_name, _inherit(job, dag), "job.fan_out.template", ctx)
+        dags.append(replace(spec, dataset=item.dataset))
+    return tuple(dags)
+
+
+def _discovery(job: JobConf, ctx: _Context) -> GlobDiscoverConf | JdbcTablesDiscoverConf | None:
+    """The fan-out's discovery still to run, its glob made absolute (relative to the job file)."""
+    found = job.fan_out.discover if job.fan_out else None
+    if isinstance(found, GlobDiscoverConf) and "://" not in found.path and not found.path.startswith("/"):
+        return found.model_copy(update={"path": str(ctx.base_dir / found.path)})
+    return found
+
+
+def _check_dependencies(dags: tuple[DagSpec, ...], file: str | None) -> None:
+    names = {d.name for d in dags}
+    for dag in dags:
+        for upstream in dag.after:
+            if upstream not in names:
+                close = difflib.get_close_matches(upstream, names, n=1)
+                hint = f"; did you mean `{close[0]}`?" if close else f"; DAGs: {', '.join(sorted(names))}"
+                raise ConfigError(f"`{upstream}` is not a DAG of this job{hint}", key=f"{dag.key}.after", file=file)
+    try:
+        TopologicalSorter({d.name: d.after for d in dags}).prepare()
+    except CycleError as exc:
+        cycle = " -> ".join(exc.args[1])
+        first = next(d for d in dags if d.name == exc.args[1][0])
+        raise ConfigError(
+            f"the DAGs depend on each other in a cycle: {cycle}", key=f"{first.key}.after", file=file
+        ) from None
+
+
+def _check_pools(job: JobConf, dags: tuple[DagSpec, ...], file: str | None) -> None:
+    named = [(n, f"job.pools.{n}") for n in job.pools] + [(d.pool, f"{d.key}.pool") for d in dags if d.pool]
+    for name, key in named:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ConfigError(f"pool name `{name}`: use letters, digits, `_`, `.` and `-`", key=key, file=file)
 
 
 def _inherit(job: JobConf, dag: DagConf) -> DagConf:
@@ -101,6 +191,9 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec:
         persist=dag.persist,
         publish=dag.publish,
         work_units=dag.work_units,
+        priority=dag.priority,
+        after=tuple(dag.after),
+        pool=dag.pool,
     )
 
 

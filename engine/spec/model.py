@@ -51,6 +51,15 @@ class WorkUnitsConf(_Strict):
 class DagConf(_Strict):
     """One JobDag: a source, a converter chain, fork branches and sinks."""
 
+    priority: int = 0
+    """Higher starts first when more DAGs are ready than ``parallelism`` allows (ties: the one
+    that cost most in its last run first)."""
+    after: list[str] = []
+    """DAGs of the same job this one runs after; if one of them does not succeed, this one is
+    skipped (and says why)."""
+    pool: str | None = None
+    """The Spark FAIR scheduler pool its Spark jobs run in; its own pool (named after it) when unset."""
+
     sources: dict[str, dict[str, Any]] = Field(min_length=1)
     """The DAG's source, by name (one per DAG)."""
     converters: list[dict[str, Any]] = []
@@ -69,6 +78,74 @@ class DagConf(_Strict):
     """Packing of work units (a job-level ``work_units`` is the default of its DAGs)."""
 
 
+class PoolConf(_Strict):
+    """A Spark FAIR scheduler pool (``spark.scheduler.mode=FAIR``)."""
+
+    weight: int = Field(default=1, ge=1)
+    """The pool's share of the cluster relative to other pools."""
+    min_share: int = Field(default=0, ge=0)
+    """Cores the pool gets before fair sharing applies."""
+
+
+class GlobDiscoverConf(_Strict):
+    """Each file or directory matching ``path`` is a dataset (``{dataset}``: its name without the
+    extension; ``{path}``: its full URI)."""
+
+    type: Literal["glob"]
+    path: str
+    """A glob pattern on any Hadoop file system; relative to the job file."""
+    match: Literal["directories", "files", "any"] = "directories"
+    """What counts as a dataset."""
+
+
+class JdbcTablesDiscoverConf(_Strict):
+    """Each table (and view, if asked) of a database schema is a dataset (``{dataset}``: the table
+    name; ``{table}``: ``schema.table``; ``{schema}``)."""
+
+    type: Literal["jdbc_tables"]
+    url: str
+    """The JDBC URL (credentials in ``user``/``password``)."""
+    schema_: str = Field(alias="schema")
+    """The schema whose tables are listed."""
+    user: str | None = None
+    password: str | None = None
+    driver: str | None = None
+    views: bool = False
+    """List views too."""
+
+
+class FanOutConf(_Strict):
+    """One DAG template fanned out over datasets: a JobDag per dataset, each with its own state,
+    metrics and status. ``{dataset}`` (and the discovery's other placeholders) in any string of the
+    template is replaced by the dataset's value.
+
+    .. code-block:: hocon
+
+        fan_out {
+          discover { type = glob, path = "landing/*" }
+          template {
+            sources.in { type = files, format = json, path = "{path}/*.json" }
+            sinks.lake { type = delta, path = "lake/{dataset}" }
+          }
+        }
+    """
+
+    datasets: list[str] = []
+    """The datasets, listed; or give ``discover``."""
+    discover: GlobDiscoverConf | JdbcTablesDiscoverConf | None = Field(default=None, discriminator="type")
+    """Find the datasets when the job runs."""
+    include: str | None = None
+    """Keep only datasets whose name matches this regular expression."""
+    exclude: str | None = None
+    """Drop datasets whose name matches this regular expression."""
+    name: str = "{dataset}"
+    """Each DAG's name (placeholders allowed)."""
+    template: dict[str, Any]
+    """A DAG's config, as under ``dags.<name>``."""
+    allow_empty: bool = False
+    """Whether finding no dataset is fine (otherwise it is an error naming the discovery)."""
+
+
 class JobConf(DagConf):
     """A job file: either one DAG's keys at the top, or several DAGs under ``dags``."""
 
@@ -82,6 +159,10 @@ class JobConf(DagConf):
     """How many JobDags run at once in the Spark application."""
     dags: dict[str, DagConf] = {}
     """Several JobDags in one job, by name."""
+    pools: dict[str, PoolConf] = {}
+    """FAIR scheduler pools by name (a DAG's ``pool``); pools not listed get weight 1."""
+    fan_out: FanOutConf | None = None
+    """A DAG per dataset from one template (in addition to any ``dags``)."""
     limits: LimitsConf = LimitsConf()
     """Throttling for the whole job run, shared by its DAGs in order (each source's own
     ``limits`` still apply)."""
@@ -115,6 +196,15 @@ class DagSpec:
     persist: PersistLevel
     publish: PublishConf = field(default_factory=PublishConf)
     work_units: WorkUnitsConf = field(default_factory=WorkUnitsConf)
+    priority: int = 0
+    after: tuple[str, ...] = ()
+    pool: str | None = None
+    dataset: str | None = None
+    """The fan-out dataset this DAG was made for."""
+
+    @property
+    def pool_name(self) -> str:
+        return self.pool or self.name
 
 
 @dataclass(frozen=True)
@@ -127,3 +217,7 @@ class JobSpec:
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     limits: LimitsConf = field(default_factory=LimitsConf)
+    pools: dict[str, PoolConf] = field(default_factory=dict)
+    discover: GlobDiscoverConf | JdbcTablesDiscoverConf | None = None
+    """Set while the fan-out's datasets are still to be found: the DAGs are then those of one
+    example dataset (every config check done); compile again with what was found."""

@@ -21,6 +21,9 @@ class RunStatus(str, enum.Enum):
     SUCCEEDED = "SUCCEEDED"
     PARTIAL = "PARTIAL"
     FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    SKIPPED = "SKIPPED"
+    QUARANTINED = "QUARANTINED"
 
 
 @dataclass(frozen=True)

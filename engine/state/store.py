@@ -37,12 +37,18 @@ class DatasetStatus(str, enum.Enum):
     QUARANTINED = "QUARANTINED"
     """Its DAG's last batch could not be published after ``publish.max_attempts`` tries: the DAG
     is skipped until an operator releases or abandons the batch (``mode=commit``)."""
+    CANCELLED = "CANCELLED"
+    """The run was stopped (SIGTERM/SIGINT) before this dataset was published: nothing of it is
+    visible and its watermark stays; the next run reads it again."""
+    SKIPPED = "SKIPPED"
+    """Not run: a DAG it runs ``after`` did not succeed."""
 
 
 class FlowState(str, enum.Enum):
     SUCCEEDED = "SUCCEEDED"
     PARTIAL = "PARTIAL"
     FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""Turning SIGTERM/SIGINT (and the disappearance of ``spark-submit.sh``) into a graceful stop.
+
+The first signal asks the run to stop (:class:`~engine.runtime.stop.Stop`); later ones are
+logged and ignored, so a scheduler's repeated TERM does not cut a publish in half. A stop that
+must be immediate is SIGKILL: the commit log repairs whatever that interrupts on the next run.
+
+``spark-submit.sh`` starts the JVM with SIGINT and SIGTERM ignored (so the JVM outlives the Python
+driver's clean-up), forwards the signals it gets to the driver, and exports its pid as
+``ENGINE_WRAPPER_PID``: if the wrapper is killed outright, the driver notices and stops too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from engine.runtime.stop import Stop
+
+log = logging.getLogger(__name__)
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def graceful_stop(stop: Stop) -> Iterator[Stop]:
+    """Route SIGTERM/SIGINT to ``stop`` while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if stop.request(f"received {name}", signum):
+            log.warning("%s received: stopping (no new DAG starts, running ones are cancelled)", name)
+        else:
+            log.warning("%s received again: already stopping", name)
+
+    previous = {s: signal.signal(s, handle) for s in SIGNALS}
+    watcher = _watch_wrapper(stop)
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if watcher is not None:
+            watcher.set()
+
+
+def _watch_wrapper(stop: Stop) -> threading.Event | None:
+    """Stop if the ``spark-submit.sh`` that started this run is gone (killed with SIGKILL)."""
+    raw = os.environ.get("ENGINE_WRAPPER_PID", "")
+    if not raw.isdigit():
+        return None
+    pid, done = int(raw), threading.Event()
+
+    def watch() -> None:
+        while not done.wait(1.0):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                stop.request("spark-submit.sh was killed", signal.SIGTERM)
+                log.warning("spark-submit.sh (pid %d) is gone: stopping", pid)
+                return
+            except PermissionError:
+                continue
+
+    threading.Thread(target=watch, name="wrapper-watch", daemon=True).start()
+    return done
