@@ -28,6 +28,7 @@ def spark() -> Iterator[object]:
             "spark.ui.enabled": "false",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": 2,
             "spark.databricks.delta.snapshotPartitions": 2,
+            "spark.scheduler.mode": "FAIR",  # as the CLI runs it: DAGs share the cores by pool
         },
         master="local[2]",
         jars=cached_jars(REPO),

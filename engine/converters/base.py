@@ -42,4 +42,7 @@ class Converter(ABC):
 def first_line(error: object) -> str:
     """Spark's error message without the plan dump and JVM stack that follow it."""
     text = str(getattr(error, "getMessage", lambda: str(error))() or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    lines = text.splitlines()
+    if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):  # py4j: the Java error follows
+        return lines[1].lstrip(": ").strip() or lines[0]
+    return lines[0] if lines else type(error).__name__

@@ -40,7 +40,8 @@ def _glob(spark: SparkSession, conf: GlobDiscoverConf, file: str | None) -> list
         raise ConfigError(f"cannot list `{conf.path}`: {first_line(exc)}", key=f"{KEY}.path", file=file) from exc
     found = []
     for status in statuses:
-        uri = status.getPath().toString()
+        path = status.getPath()
+        uri = path.toUri().getPath() if path.toUri().getScheme() == "file" else path.toString()
         base = posixpath.basename(uri.rstrip("/"))
         if base.startswith(("_", ".")) or not _wanted(conf.match, bool(status.isDirectory())):
             continue
