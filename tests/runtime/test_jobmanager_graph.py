@@ -224,5 +224,5 @@ def test_discovery_of_an_unreachable_database_is_one_clear_error(spark: Any) -> 
     conf = JdbcTablesDiscoverConf.model_validate(
         {"type": "jdbc_tables", "url": "jdbc:postgresql://127.0.0.1:1/none", "schema": "s"}
     )
-    with pytest.raises(JobFailedError, match="cannot list the tables of schema `s`: .*Connection"):
+    with pytest.raises(JobFailedError, match=r"cannot list the tables of schema `s`: .*Connection"):
         discover(spark, conf, file=None)
