@@ -64,6 +64,8 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 # running ones cancelled, nothing half-published; exit 128+N). If this script is killed outright,
 # the driver sees ENGINE_WRAPPER_PID vanish and stops the same way. See engine/cli/signals.py.
 export ENGINE_WRAPPER_PID=$$
+# The driver's output reaches the terminal through the JVM (a pipe): tell it a live view will show.
+if [ -t 1 ]; then export ENGINE_TTY=1; fi
 (
   trap '' INT TERM
   exec "$venv/bin/spark-submit" \

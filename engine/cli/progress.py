@@ -1,7 +1,8 @@
 """The console while a job runs, and the table at its end.
 
-On a terminal, a live view redraws one line per DAG (phase, records, elapsed) every second, log
-lines printed above it; elsewhere (a scheduler's log file) every change is one log line and a
+On a terminal (``spark-submit.sh`` sets ``ENGINE_TTY=1`` when its stdout is one), a live view
+redraws one line per DAG (phase, records, elapsed) every second, log lines printed above it;
+elsewhere (a scheduler's log file) every change is one log line and a
 heartbeat every ``heartbeat`` seconds lists what is running. The final table goes to stdout,
 before the one-line JSON summary (always the last line).
 """
@@ -9,6 +10,7 @@ before the one-line JSON summary (always the last line).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,8 +26,8 @@ MODES = ("auto", "live", "log", "off")
 @contextmanager
 def shown(board: Board, mode: str = "auto", *, out: IO[str] | None = None, heartbeat: float = 30.0) -> Iterator[None]:
     out = out or sys.stdout
-    if mode == "auto":
-        mode = "live" if out.isatty() else "log"
+    if mode == "auto":  # under spark-submit the driver writes into a pipe: the wrapper says if it ends in a terminal
+        mode = "live" if out.isatty() or os.environ.get("ENGINE_TTY") == "1" else "log"
     view: _LiveView | _LogView | None = None
     if mode == "live":
         view = _LiveView(board, out)

@@ -351,9 +351,9 @@ class JobDag:
             staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
         return staged, written
 
-    def cancelled(self, units: list[WorkUnit], started: float) -> DagResult:
+    def cancelled(self, units: list[WorkUnit], started: float, reason: str = "") -> DagResult:
         """The result of a run stopped before publishing: nothing staged, every dataset cancelled."""
-        why = f"cancelled: {self._stop.reason}; nothing was published, the next run reads it again"
+        why = f"cancelled: {reason or self._stop.reason}; nothing was published, the next run reads it again"
         outcomes = [DatasetOutcome(u, DatasetStatus.CANCELLED, why) for u in units]
         result = self._result(outcomes, {}, started, message=why)
         result.status = "CANCELLED"

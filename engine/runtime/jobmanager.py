@@ -227,10 +227,7 @@ class JobManager:
             try:
                 result = self._plan_and_run(job, planned, scope, stop, board)
             except Exception as exc:  # one DAG's failure must not stop the others
-                log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
-                result = DagResult(
-                    name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started
-                )
+                result = self._failed(job, planned, exc, stop, started)
         store.append(
             record.finished(
                 RunStatus(result.status),
@@ -274,6 +271,19 @@ class JobManager:
             job.metadata.record(dag, result)
             return result
         return job.metadata.commit(dag, result, batch)
+
+    def _failed(self, job: PlannedJob, planned: PlannedDag, exc: Exception, stop: Stop, started: float) -> DagResult:
+        """The result of a DAG that raised before publishing; while stopping, its Spark jobs were
+        cancelled: that is a cancelled DAG, not a failed one."""
+        dag = planned.dag
+        if stop.is_set():
+            units = planned.plan.units if planned.plan else []
+            result = dag.cancelled(units, started, stop.reason)
+            result.status = "CANCELLED"
+            job.metadata.record(dag, result)
+            return result
+        log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
+        return DagResult(name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started)
 
     def _blocked(self, job: PlannedJob, dag: JobDag, stuck: Blocked, board: Board) -> DagResult:
         job.metadata.blocked_status(dag, stuck)
