@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
@@ -36,9 +37,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     with graceful_stop(Stop()) as stop:
 
         def task(app: AppConfig) -> int:
-            code, summary = run_task(app, stop)
-            runs.append({"overrides": list(app.overrides), **summary, "exit_code": code} if app.multirun else {})
-            return code
+            def keep(code: int, summary: dict[str, Any]) -> None:
+                runs.append({"overrides": list(app.overrides), **summary, "exit_code": code} if app.multirun else {})
+
+            return run_task(app, stop, on_summary=keep)
 
         code = run_app(sys.argv[1:] if argv is None else argv, task)
     if code and not runs:  # Hydra refused the command line and has said why on stderr
@@ -60,8 +62,10 @@ def multirun_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_task(app: AppConfig, stop: Stop | None = None) -> tuple[int, dict[str, Any]]:
-    """One composed run: compile, start Spark, validate or run, print the summary."""
+def run_task(
+    app: AppConfig, stop: Stop | None = None, *, on_summary: Callable[[int, dict[str, Any]], None] | None = None
+) -> int:
+    """One composed run: compile, start Spark, validate or run, print the summary; the exit code."""
     debug = bool(app.data.get("debug"))
     _configure_logging(debug)
     started = time.monotonic()
@@ -100,7 +104,9 @@ def run_task(app: AppConfig, stop: Stop | None = None) -> tuple[int, dict[str, A
     if summary.get("dags") and isinstance(summary["dags"][0], dict) and app.data.get("progress") != "off":
         print(table(summary), flush=True)
     print(json.dumps(summary, default=str), flush=True)
-    return code, summary
+    if on_summary is not None:
+        on_summary(code, summary)
+    return code
 
 
 def new_run_id() -> str:
@@ -155,6 +161,7 @@ def _execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
         metadata.ensure()
         store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
         board = Board()
+        board.add([d.name for d in spec.dags])
         with shown(board, progress):
             return manager.execute(planned, store, stop=stop, board=board).summary()
 

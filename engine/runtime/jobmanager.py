@@ -228,6 +228,7 @@ class JobManager:
                 result = self._plan_and_run(job, planned, scope, stop, board)
             except Exception as exc:  # one DAG's failure must not stop the others
                 result = self._failed(job, planned, exc, stop, started)
+        result.seconds = time.monotonic() - started  # planning (if deferred) to published
         store.append(
             record.finished(
                 RunStatus(result.status),
