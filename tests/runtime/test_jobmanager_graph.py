@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +102,14 @@ def test_one_at_a_time_higher_priority_then_costlier_dags_start_first(spark: Any
 def test_each_dag_runs_its_spark_jobs_in_its_own_fair_pool(spark: Any, lake: Path) -> None:
     src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": i} for i in range(3)])
     job = {"dags": {"a": files_dag(src, "a", pool="heavy"), "b": files_dag(src, "b")}}
-    result, _ = run_dict(spark, job, lake)
+    run_id = f"pools-{uuid.uuid4().hex[:8]}"  # its own job groups: older ones' stages may be evicted
+    result = JobManager(spark).run(compile_dict(job, lake), run_id, InMemoryRunStore())
     assert result.status == "SUCCEEDED"
     sc = spark.sparkContext
     sc._jsc.sc().listenerBus().waitUntilEmpty(10000)
     store = sc._jsc.sc().statusStore()
     for dag, pool in (("a", "heavy"), ("b", "b")):
-        job_ids = sc.statusTracker().getJobIdsForGroup(f"run-1:{dag}:wu0")
+        job_ids = sc.statusTracker().getJobIdsForGroup(f"{run_id}:{dag}:wu0")
         assert job_ids, f"no Spark job ran for dag {dag}"
         stage_ids = [s.apply(i) for s in (store.job(j).stageIds() for j in job_ids) for i in range(s.length())]
         stages = [store.lastStageAttempt(i) for i in stage_ids]
