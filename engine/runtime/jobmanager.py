@@ -280,7 +280,6 @@ class JobManager:
         if stop.is_set():
             units = planned.plan.units if planned.plan else []
             result = dag.cancelled(units, started, stop.reason)
-            result.status = "CANCELLED"
             job.metadata.record(dag, result)
             return result
         log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
@@ -319,4 +318,4 @@ class JobManager:
             for name, scope in scopes.items():
                 if board.phase(name) in (phases.PLANNING, phases.RUNNING):
                     log.warning("dag %s: cancelling its Spark jobs (%s)", name, stop.reason)
-                    scope.cancel(self.spark.sparkContext, stop.reason)
+                    scope.cancel(self.spark.sparkContext)

@@ -36,7 +36,7 @@ class DagScope:
             sc.removeJobTag(self.tag)
             sc.setLocalProperty(POOL, None)  # type: ignore[arg-type]
 
-    def cancel(self, sc: SparkContext, reason: str) -> None:
+    def cancel(self, sc: SparkContext) -> None:
         sc.cancelJobsWithTag(self.tag)
 
 
