@@ -1,0 +1,128 @@
+"""A real S3-compatible server for the tests: moto's server mode in its own process.
+
+:class:`S3Server` runs ``python -m moto.server`` (from this interpreter's environment: moto is pinned in
+requirements.lock) on 127.0.0.1 and a free port, waits until it answers HTTP, and on :meth:`S3Server.stop`
+terminates it and waits for it (no process is left). Clients talk to it over real HTTP with the fixed test
+credentials (moto accepts any): :meth:`S3Server.options` for ``engine.copy.fs.resolve``,
+:meth:`S3Server.client` for an independent boto3 client. tests/copy/conftest.py holds the session fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+HOST = "127.0.0.1"
+REGION = "us-east-1"
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _server_env() -> dict[str, str]:
+    """The environment without AWS_*/MOTO_* variables (they would change how moto behaves)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_"))}
+
+
+class S3Server:
+    """moto's S3 (and every other service it mocks) on ``endpoint``; a context manager."""
+
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="engine-s3-"))
+        self.log = self.base / "server.log"
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def options(self) -> dict[str, Any]:
+        """Options for ``engine.copy.fs.resolve`` of an ``s3://`` URL on this server."""
+        return {"endpoint": self.endpoint, "region": REGION, "access_key": ACCESS_KEY, "secret_key": SECRET_KEY}
+
+    def client(self) -> Any:
+        """A boto3 S3 client of this server (explicit credentials: the caller's AWS_* variables do not count)."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
+
+    def make_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def start(self, attempts: int = 3) -> S3Server:
+        """Start on a free port (another one if it was taken meanwhile); return once it answers."""
+        for attempt in range(1, attempts + 1):
+            self.port = _free_port()
+            cmd = [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(self.port)]
+            with self.log.open("ab") as log:
+                self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_server_env())
+            try:
+                ready = self._wait_ready()
+            except BaseException:
+                self.stop()
+                raise
+            if ready:
+                return self
+            text = self.log.read_text(errors="replace")
+            self.stop(remove=False)
+            if "in use" not in text or attempt == attempts:
+                raise RuntimeError(f"moto server did not start on {self.endpoint}:\n{text[-3000:]}")
+        raise AssertionError("unreachable")
+
+    def _wait_ready(self, timeout: float = 60) -> bool:
+        """True once the server answers HTTP; False if it exited first."""
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        while self._proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2) as answer:
+                    if answer.status == 200:
+                        return True
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"moto server on {self.endpoint} not answering after {timeout}s")
+            time.sleep(0.1)
+        return False
+
+    def stop(self, *, remove: bool = True) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        if remove:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
