@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SECRET_KEY = re.compile(r"(?i)(password|passwd|secret|token|credential|api[_-]?key|private[_-]?key|access[_-]?key)")
+SECRET_KEY = re.compile(
+    r"(?i)(password|passwd|passphrase|identities|secret|token|credential|api[_-]?key|private[_-]?key|access[_-]?key)"
+)
 REDACTED = "***"
 
 

@@ -13,6 +13,7 @@ is invisible to readers: the caller publishes it through a commit sequence
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.error_table import ErrorTable
 from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
-from engine.sources.conf import FilesSourceConf
+from engine.sources.conf import FilesSourceConf, SourceLimitsConf
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
 from engine.state.store import DatasetStatus, utcnow
@@ -148,6 +149,26 @@ class JobDag:
     @property
     def scope(self) -> str:
         return self.source.scope
+
+    @property
+    def limits(self) -> SourceLimitsConf:
+        return self.source.conf.limits
+
+    def fingerprint(self) -> str:
+        """What a stored plan depends on: the source's name and config."""
+        text = f"{self.source.name}\n{self.source.conf.model_dump_json()}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def high_marks(self, result: DagResult) -> dict[str, str]:
+        """The new watermark (JSON) of each dataset the result commits that moved."""
+        marks: dict[str, str] = {}
+        for o in result.datasets:
+            if o.status != DatasetStatus.COMMITTED:
+                continue  # failed, rolled back and empty units keep their stored watermark
+            high = self.source.actual_high(o.unit)
+            if high is not None and high != o.unit.low:
+                marks[o.unit.dataset] = high.to_json()
+        return marks
 
     # -- planning ------------------------------------------------------------------------------
 

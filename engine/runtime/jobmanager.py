@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from engine.commit.batch import BatchRef
 from engine.converters.base import first_line
 from engine.runtime import progress as phases
+from engine.runtime.copydag import CopyDag
 from engine.runtime.graph import Node, Outcome, run_graph
 from engine.runtime.jobdag import DagPlan, DagResult, JobDag
 from engine.runtime.metadata import Blocked, MetadataManager
@@ -34,6 +35,7 @@ from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
+from engine.spec.copy import CopyDagSpec
 from engine.state import RunRecord, RunStatus, RunStore
 from engine.state.store import DatasetStatus, FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
 
@@ -86,7 +88,7 @@ class JobResult:
 class PlannedDag:
     """One DAG ready to run: planned now, planned when it starts (``after`` others), or blocked."""
 
-    dag: JobDag
+    dag: JobDag | CopyDag
     plan: DagPlan | None = None
     batch: BatchRef | None = None
     reused: bool = False
@@ -150,7 +152,7 @@ class JobManager:
         costs = manager.expected_costs() if len(planned) > 1 else {}
         return PlannedJob(spec=spec, run_id=run_id, dags=planned, metadata=manager, costs=costs)
 
-    def _plan_one(self, manager: MetadataManager, dag: JobDag) -> PlannedDag:
+    def _plan_one(self, manager: MetadataManager, dag: JobDag | CopyDag) -> PlannedDag:
         number, reuse = manager.batch(dag)
         plan = dag.plan(self.spark, manager.context(dag), reuse=reuse)
         assert plan is not None
@@ -206,8 +208,13 @@ class JobManager:
     def run(self, spec: JobSpec, run_id: str, store: RunStore, *, stop: Stop | None = None) -> JobResult:
         return self.execute(self.plan(spec, run_id), store, stop=stop)
 
-    def _dags(self, spec: JobSpec, run_id: str) -> list[JobDag]:
-        return [JobDag(d, job=spec.name, run_id=run_id) for d in spec.dags]
+    def _dags(self, spec: JobSpec, run_id: str) -> list[JobDag | CopyDag]:
+        return [
+            CopyDag(d, job=spec.name, run_id=run_id)
+            if isinstance(d, CopyDagSpec)
+            else JobDag(d, job=spec.name, run_id=run_id)
+            for d in spec.dags
+        ]
 
     # -- one DAG ---------------------------------------------------------------------------------
 
@@ -285,7 +292,7 @@ class JobManager:
         log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
         return DagResult(name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started)
 
-    def _blocked(self, job: PlannedJob, dag: JobDag, stuck: Blocked, board: Board) -> DagResult:
+    def _blocked(self, job: PlannedJob, dag: JobDag | CopyDag, stuck: Blocked, board: Board) -> DagResult:
         job.metadata.blocked_status(dag, stuck)
         status = "QUARANTINED" if stuck.quarantined else "FAILED"
         board.move(dag.name, status, message=stuck.message)

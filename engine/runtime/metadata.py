@@ -15,7 +15,6 @@ Per DAG, in order (see :mod:`engine.commit.log` for the log's rows):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -47,9 +46,14 @@ from engine.state.store import (
 )
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from pyspark.sql import SparkSession
 
+    from engine.runtime.copydag import CopyDag
     from engine.runtime.jobdag import DagResult, DatasetOutcome, JobDag
+
+    AnyDag: TypeAlias = "JobDag | CopyDag"
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +110,7 @@ class MetadataManager:
     def _context(self, *, fresh: bool) -> StepContext:
         return StepContext(self.spark, self.store, HadoopFs(self.spark), fresh=fresh)
 
-    def recover(self, dag: JobDag) -> Blocked | None:
+    def recover(self, dag: AnyDag) -> Blocked | None:
         """Replay ``dag``'s unfinished sequences, oldest first; ``None`` when none is left."""
         max_attempts = dag.spec.publish.max_attempts
         for batch in self.dag_log(dag.name).unfinished():
@@ -139,7 +143,7 @@ class MetadataManager:
             log.info("dag %s: batch %d recovered and published", dag.name, batch.number)
         return None
 
-    def batch(self, dag: JobDag) -> tuple[int, list[WorkUnit] | None]:
+    def batch(self, dag: AnyDag) -> tuple[int, list[WorkUnit] | None]:
         """This run's batch number for ``dag`` and, if an earlier run left its plan open (stored,
         never published), that plan's work units to re-execute."""
         dlog = self.dag_log(dag.name)
@@ -159,7 +163,7 @@ class MetadataManager:
         log.info("dag %s: re-executing the stored plan of batch %d", dag.name, found.number)
         return found.number, units
 
-    def begin(self, dag: JobDag, units: list[WorkUnit], batch: BatchRef, *, reused: bool) -> None:
+    def begin(self, dag: AnyDag, units: list[WorkUnit], batch: BatchRef, *, reused: bool) -> None:
         """Store the batch plan before any data is read (a re-executed plan is already stored)."""
         rows = [r for r in self._stale if r.dag == dag.name]
         if not reused and any(not u.empty for u in units):
@@ -173,17 +177,17 @@ class MetadataManager:
             self._append(*rows)
             kill_point("after_plan_saved", dag.name)
 
-    def _state(self, dag: JobDag) -> dict[str, DatasetState]:
+    def _state(self, dag: AnyDag) -> dict[str, DatasetState]:
         """``dag``'s stored state, read once per run (a reused plan and the plan context share it)."""
         key = (dag.name, dag.scope)
         if key not in self._states:
             self._states[key] = self.store.load_state(self.job, dag.name, dag.scope)
         return self._states[key]
 
-    def context(self, dag: JobDag) -> PlanContext:
+    def context(self, dag: AnyDag) -> PlanContext:
         """Load ``dag``'s state (its scope: live or its backfill's) into this run's copy."""
         state = dict(self._state(dag))  # the run's own copy
-        limits = dag.source.conf.limits
+        limits = dag.limits
         per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
         first = self.planned == Size(0, 0, 0)
         return PlanContext(
@@ -198,16 +202,10 @@ class MetadataManager:
 
     # -- publishing ------------------------------------------------------------------------------
 
-    def commit(self, dag: JobDag, result: DagResult, batch: BatchRef) -> DagResult:
+    def commit(self, dag: AnyDag, result: DagResult, batch: BatchRef) -> DagResult:
         """Publish what ``dag`` staged: store the commit sequence, run it, mark it done, and write
         every dataset's status row. A step that fails leaves the sequence for the next run."""
-        marks: dict[str, str] = {}
-        for o in result.datasets:
-            if o.status != DatasetStatus.COMMITTED:
-                continue  # failed, rolled back and empty units keep their stored watermark
-            high = dag.source.actual_high(o.unit)
-            if high is not None and high != o.unit.low:
-                marks[o.unit.dataset] = high.to_json()
+        marks = dag.high_marks(result)
         steps = [step for staged in result.staged for step in staged.steps]
         dirs = [staged.staging for staged in result.staged if staged.staging]
         if dirs:
@@ -242,13 +240,13 @@ class MetadataManager:
                 write.result()
         return result
 
-    def blocked_status(self, dag: JobDag, blocked: Blocked) -> None:
+    def blocked_status(self, dag: AnyDag, blocked: Blocked) -> None:
         """Status rows for a DAG skipped because a batch of it is unpublished."""
         status = DatasetStatus.QUARANTINED if blocked.quarantined else DatasetStatus.FAILED
         self.not_run_status(dag, status, blocked.message, blocked.batch.datasets(), scope=blocked.batch.scope)
 
     def not_run_status(
-        self, dag: JobDag, status: DatasetStatus, message: str, datasets: list[str], *, scope: str | None = None
+        self, dag: AnyDag, status: DatasetStatus, message: str, datasets: list[str], *, scope: str | None = None
     ) -> None:
         """Status rows for a DAG that read nothing this run (blocked, skipped or cancelled)."""
         now = utcnow()
@@ -273,7 +271,7 @@ class MetadataManager:
         ]
         self.store.add_job_status(rows)
 
-    def record(self, dag: JobDag, result: DagResult) -> None:
+    def record(self, dag: AnyDag, result: DagResult) -> None:
         """Status rows for a DAG whose result is not published (cancelled)."""
         self.store.add_job_status([self._status_row(dag, o, {}) for o in result.datasets])
 
@@ -287,7 +285,7 @@ class MetadataManager:
                 costs[row.dag] = costs.get(row.dag, 0.0) + row.executor_seconds
         return costs
 
-    def _status_row(self, dag: JobDag, o: DatasetOutcome, marks: dict[str, str]) -> JobStatusRow:
+    def _status_row(self, dag: AnyDag, o: DatasetOutcome, marks: dict[str, str]) -> JobStatusRow:
         new = marks.get(o.unit.dataset)
         high = watermarks.parse(new) if new else o.unit.low
         return JobStatusRow(
@@ -346,10 +344,9 @@ def _quarantined(batch: Batch, attempts: int, last: str) -> str:
     )
 
 
-def fingerprint(dag: JobDag) -> str:
-    """What a stored plan depends on: the source's name and config."""
-    text = f"{dag.source.name}\n{dag.source.conf.model_dump_json()}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def fingerprint(dag: AnyDag) -> str:
+    """What a stored plan depends on (a JobDag's source, a copy DAG's config)."""
+    return dag.fingerprint()
 
 
 def _json(mark: object) -> str | None:

@@ -22,6 +22,7 @@ from engine.sinks.conf import SinkConf, TableSinkConf
 from engine.sources import SOURCES
 from engine.sources.conf import DeltaSourceConf, FilesSourceConf
 from engine.spec import fanout
+from engine.spec.copy import AttributesConf, CopyConf, CopyDagSpec, DatePartitionedFinderConf
 from engine.spec.model import (
     BUILTIN_BRANCHES,
     DagConf,
@@ -31,8 +32,10 @@ from engine.spec.model import (
     JobConf,
     JobSpec,
     PluginSpec,
+    PublishConf,
     SourceSpec,
 )
+from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
 
 
@@ -58,11 +61,11 @@ def compile_job(
         dags = tuple(_compile_dag(n, _inherit(job, d), f"job.dags.{n}", ctx) for n, d in job.dags.items())
         dags += _fan_out(job, ctx, found, taken={d.name for d in dags})
     else:
-        if not job.sources or not job.sinks:
+        if job.copy_ is None and (not job.sources or not job.sinks):
             missing = "sources" if not job.sources else "sinks"
-            raise ConfigError("missing required key", key=f"job.{missing}", file=file)
-        dag = DagConf.model_validate(job.model_dump(include=set(DagConf.model_fields)))
-        dags = (_compile_dag(job_name, dag, "job", ctx),)
+            raise ConfigError("missing required key (or `copy` for a copy job)", key=f"job.{missing}", file=file)
+        own = job.model_dump(include=set(DagConf.model_fields), by_alias=True, exclude_unset=True)
+        dags = (_compile_dag(job_name, DagConf.model_validate(own), "job", ctx),)
     _check_dependencies(dags, file)
     _check_pools(job, dags, file)
     return JobSpec(
@@ -78,7 +81,9 @@ def compile_job(
     )
 
 
-def _fan_out(job: JobConf, ctx: _Context, found: list[fanout.Found] | None, taken: set[str]) -> tuple[DagSpec, ...]:
+def _fan_out(
+    job: JobConf, ctx: _Context, found: list[fanout.Found] | None, taken: set[str]
+) -> tuple[DagSpec | CopyDagSpec, ...]:
     conf = job.fan_out
     if conf is None:
         return ()
@@ -118,7 +123,7 @@ def _discovery(job: JobConf, ctx: _Context) -> GlobDiscoverConf | JdbcTablesDisc
     return found
 
 
-def _check_dependencies(dags: tuple[DagSpec, ...], file: str | None) -> None:
+def _check_dependencies(dags: tuple[DagSpec | CopyDagSpec, ...], file: str | None) -> None:
     names = {d.name for d in dags}
     for dag in dags:
         for upstream in dag.after:
@@ -136,7 +141,7 @@ def _check_dependencies(dags: tuple[DagSpec, ...], file: str | None) -> None:
         ) from None
 
 
-def _check_pools(job: JobConf, dags: tuple[DagSpec, ...], file: str | None) -> None:
+def _check_pools(job: JobConf, dags: tuple[DagSpec | CopyDagSpec, ...], file: str | None) -> None:
     named = [(n, f"job.pools.{n}") for n in job.pools] + [(d.pool, f"{d.key}.pool") for d in dags if d.pool]
     for name, key in named:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
@@ -162,7 +167,12 @@ class _Context:
         return f"{self.warehouse.rstrip('/')}/{path}"
 
 
-def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec:
+def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | CopyDagSpec:
+    if dag.copy_ is not None:
+        return _compile_copy(name, dag, dag.copy_, key, ctx)
+    if not dag.sources or not dag.sinks:
+        missing = "sources" if not dag.sources else "sinks"
+        raise ConfigError("missing required key (or give `copy` for a copy DAG)", key=f"{key}.{missing}", file=ctx.file)
     if len(dag.sources) != 1:
         raise ConfigError(
             f"a JobDag reads one source, this one names {len(dag.sources)}; use `dags` for more",
@@ -195,6 +205,73 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec:
         after=tuple(dag.after),
         pool=dag.pool,
     )
+
+
+def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Context) -> CopyDagSpec:
+    ckey = f"{key}.copy"
+    mixed = [k for k in ("sources", "sinks", "converters", "forks") if getattr(dag, k)]
+    if mixed:
+        raise ConfigError(f"a copy DAG has no `{mixed[0]}`: copy jobs move files, not records", key=ckey, file=ctx.file)
+    dated = isinstance(conf.datasets, DatePartitionedFinderConf)
+    file_set = conf.file_set or ("partition" if dated else "dataset")
+    if file_set == "partition" and not dated:
+        raise ConfigError(
+            "file sets by `partition` need `datasets.type = date_partitioned`", key=f"{ckey}.file_set", file=ctx.file
+        )
+    check_chain(conf.transforms, key=f"{ckey}.transforms", file=ctx.file)
+    if conf.split.enabled and conf.transforms:
+        raise ConfigError(
+            "block splits need a plain copy (transformed bytes cannot be split)", key=f"{ckey}.split", file=ctx.file
+        )
+    target = _local_path(conf.target, ctx)
+    if not _is_local(target):
+        wants = [
+            k
+            for k, on in (
+                ("split", conf.split.enabled),
+                ("preserve.mtime", conf.preserve.mtime),
+                ("preserve.permissions", conf.preserve.permissions),
+                *((f"attributes.{a}", getattr(conf.attributes, a) is not None) for a in AttributesConf.model_fields),
+            )
+            if on
+        ]
+        if wants:
+            raise ConfigError(
+                f"`{wants[0]}` needs a local target (file attributes and block writes are set through the OS)",
+                key=f"{ckey}.{wants[0]}",
+                file=ctx.file,
+            )
+    resolved = conf.model_copy(update={"source": _local_path(conf.source, ctx), "target": target, "file_set": file_set})
+    events = None
+    if conf.events.enabled:
+        events = (
+            _local_path(conf.events.path, ctx)
+            if conf.events.path
+            else ctx.under_warehouse(f"_engine/copy_events/{ctx.job_name}")
+        )
+    publish = dag.publish if "publish" in dag.model_fields_set else PublishConf(policy="partial")
+    return CopyDagSpec(
+        name=name,
+        key=key,
+        copy=resolved,
+        events_dir=events,
+        manifests_dir=ctx.under_warehouse(f"_engine/copy_manifests/{ctx.job_name}"),
+        publish=publish,
+        priority=dag.priority,
+        after=tuple(dag.after),
+        pool=dag.pool,
+    )
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _local_path(path: str, ctx: _Context) -> str:
+    """A local path made absolute against the job file's directory; URLs as they are."""
+    if "://" in path:
+        return path
+    return str((ctx.base_dir / path).resolve())
 
 
 def _plugin(registry: Registry[Any], raw: dict[str, Any], key: str, ctx: _Context) -> tuple[Any, PluginConf]:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.plugins import PluginConf, PluginEntry
 from engine.sources.conf import LimitsConf
+from engine.spec.copy import CopyConf, CopyDagSpec
 
 PersistLevel = Literal["DISK_ONLY", "MEMORY_AND_DISK", "MEMORY_ONLY", "NONE"]
 BUILTIN_BRANCHES = ("valid", "error")
@@ -60,14 +61,16 @@ class DagConf(_Strict):
     pool: str | None = None
     """The Spark FAIR scheduler pool its Spark jobs run in; its own pool (named after it) when unset."""
 
-    sources: dict[str, dict[str, Any]] = Field(min_length=1)
+    sources: dict[str, dict[str, Any]] = {}
     """The DAG's source, by name (one per DAG)."""
     converters: list[dict[str, Any]] = []
     """The converter chain, applied in order."""
     forks: dict[str, str] = {}
     """Named branches: a boolean Spark SQL expression over valid records (overlap allowed)."""
-    sinks: dict[str, dict[str, Any]] = Field(min_length=1)
+    sinks: dict[str, dict[str, Any]] = {}
     """Sinks by name, each reading ``from`` a branch."""
+    copy_: CopyConf | None = Field(default=None, alias="copy")
+    """A copy DAG instead (files replicated between file systems): no sources, converters, forks or sinks."""
     errors: ErrorTableConf = ErrorTableConf()
     """The error table."""
     persist: PersistLevel = "DISK_ONLY"
@@ -149,8 +152,6 @@ class FanOutConf(_Strict):
 class JobConf(DagConf):
     """A job file: either one DAG's keys at the top, or several DAGs under ``dags``."""
 
-    sources: dict[str, dict[str, Any]] = {}  # type: ignore[assignment]
-    sinks: dict[str, dict[str, Any]] = {}  # type: ignore[assignment]
     name: str | None = None
     """The job's name (table paths, run history); the job file's name when unset."""
     description: str = ""
@@ -213,7 +214,7 @@ class JobSpec:
     file: str | None
     warehouse: str
     parallelism: int
-    dags: tuple[DagSpec, ...]
+    dags: tuple[DagSpec | CopyDagSpec, ...]
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     limits: LimitsConf = field(default_factory=LimitsConf)

@@ -31,8 +31,8 @@ from pydantic import (
     field_validator,
 )
 
-from engine.copy.age import DEFAULT_WORK_FACTOR, MAX_WORK_FACTOR, parse_identity, parse_recipient
 from engine.errors import ConfigError
+from engine.spec.agekeys import DEFAULT_WORK_FACTOR, MAX_WORK_FACTOR, parse_identity, parse_recipient
 
 __all__ = [
     "DecryptConf",

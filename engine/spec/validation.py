@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -53,10 +53,15 @@ def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The keys a (possibly nested) model accepts at ``loc``."""
     current: Any = model
     for item in loc:
-        field = getattr(current, "model_fields", {}).get(item)
-        if field is None or not isinstance(field.annotation, type):
+        fields = getattr(current, "model_fields", {})
+        field = fields.get(item) or next((f for f in fields.values() if f.alias == item), None)
+        if field is None:
             return _field_names(current)
-        current = field.annotation
+        models = [a for a in (field.annotation, *get_args(field.annotation)) if isinstance(a, type)]
+        models = [a for a in models if issubclass(a, BaseModel)]
+        if len(models) != 1:  # not a model, or a union of several (the error's loc names the member)
+            return _field_names(current)
+        current = models[0]
     return _field_names(current)
 
 

@@ -12,6 +12,7 @@ object (``to_json``/``parse``) kept in the state table, and parses from the comm
 - :class:`FileWatermark`: the last file read, ordered by (modification time, path), with the paths
   read in the look-back window so a late file (older modification time, listed later) is still
   picked up once.
+- :class:`ManifestWatermark`: a copy dataset's record of what it published (a manifest file).
 """
 
 from __future__ import annotations
@@ -129,8 +130,32 @@ class FileWatermark(Watermark):
         return f"{when} {self.path}"
 
 
+@dataclass(frozen=True)
+class ManifestWatermark(Watermark):
+    """A copy dataset's published files: the manifest file listing them (source path, guid, the
+    outputs at the target), written before the commit sequence that publishes them."""
+
+    path: str
+    files: int
+    bytes: int
+    kind: ClassVar[str] = "manifest"
+
+    def payload(self) -> dict[str, Any]:
+        return {"path": self.path, "files": self.files, "bytes": self.bytes}
+
+    @classmethod
+    def from_payload(cls, value: Any) -> ManifestWatermark:
+        return cls(str(value["path"]), int(value["files"]), int(value["bytes"]))
+
+    def at_most(self, other: Watermark) -> bool:
+        return isinstance(other, ManifestWatermark)
+
+    def display(self) -> str:
+        return f"{self.files} files, {self.bytes} bytes"
+
+
 KINDS: dict[str, type[Watermark]] = {
-    k.kind: k for k in (LongWatermark, TimestampWatermark, MultiLongWatermark, FileWatermark)
+    k.kind: k for k in (LongWatermark, TimestampWatermark, MultiLongWatermark, FileWatermark, ManifestWatermark)
 }
 
 

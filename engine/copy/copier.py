@@ -1,0 +1,397 @@
+"""Copying files on executors (Gobblin's FileAwareInputStreamDataWriter). No Spark here: the
+runtime ships :func:`copy_items` to Spark tasks, each with a bin of files balanced by size.
+
+Each file streams through a fixed-size buffer (and the byte transforms) into staging next to the
+target, ``<target root>/_engine_staging/<job>.<dag>/<stage key>/...``; then sizes are checked (the
+bytes read against the listing, the staged files against the bytes written), the checksum when
+asked (the staged copy is read back), attributes are set, and a marker
+``<stage key>.json`` records the outputs. A file whose marker is there with its outputs intact is
+*reused*: a later run publishes it without copying it again. A file that fails leaves no staged
+bytes behind (disk space) and no marker, and its message names the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.copy.fs import Location
+from engine.copy.listing import CopyableFile
+from engine.copy.transforms import is_identity, outputs
+from engine.spec.transforms import TransformConf
+
+REUSED, COPIED, FAILED = "reused", "copied", "failed"
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    """What every file of a copy DAG shares (shipped once per task)."""
+
+    source: Location
+    target: Location
+    staging: str
+    """Path of the DAG's staging directory within the target file system."""
+    chain: tuple[TransformConf, ...] = ()
+    checksum: str = "none"
+    buffer_size: int = 1 << 20
+    permissions: int | None = None
+    preserve_permissions: bool = False
+    preserve_mtime: bool = False
+    uid: int = -1
+    gid: int = -1
+
+
+@dataclass(frozen=True)
+class CopyItem:
+    file: CopyableFile
+    target_root: str
+    """The dataset's target root (within the target file system), for the permission pre-check."""
+    block: tuple[int, int, int] | None = None
+    """``(index, offset, length)`` of a block of a split file."""
+
+
+@dataclass
+class Copied:
+    key: str
+    dataset: str
+    file_set: str
+    relative: str
+    status: str
+    outputs: list[tuple[str, int]] = field(default_factory=list)
+    """``(path relative to the dataset's target root, size)``."""
+    staged: list[tuple[str, int]] = field(default_factory=list)
+    """``(name below the file's staging directory, size)`` of each output, in the same order."""
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+    error: str = ""
+    block: int | None = None
+
+
+def copy_items(
+    options: CopyOptions, items: Iterable[CopyItem], progress: Callable[[int, int], None] = lambda files, b: None
+) -> Iterator[Copied]:
+    """Copy each item; one failing does not stop the others. ``progress(files, bytes)`` after each."""
+    for item in items:
+        started = time.monotonic()
+        try:
+            done = _copy(options, item)
+        except Exception as exc:
+            _discard(options, item)
+            done = _result(item, FAILED, error=f"{options.source.display(item.file.path)}: {_first_line(exc)}")
+        done.seconds = time.monotonic() - started
+        progress(1 if item.block is None or done.status == FAILED else 0, done.bytes_read)
+        yield done
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _result(item: CopyItem, status: str, **kw: Any) -> Copied:
+    f = item.file
+    return Copied(
+        f.stage_key, f.dataset, f.file_set, f.relative, status, block=item.block[0] if item.block else None, **kw
+    )
+
+
+def marker_path(options: CopyOptions, key: str, block: int | None = None) -> str:
+    return f"{options.staging}/{key}.json" if block is None else f"{options.staging}/{key}.part{block}.json"
+
+
+def staged_path(options: CopyOptions, key: str, name: str) -> str:
+    return f"{options.staging}/{key}/{name}"
+
+
+def read_marker(options: CopyOptions, key: str, block: int | None = None) -> dict[str, Any] | None:
+    """A staged file's marker if its outputs are all there with their sizes."""
+    fs = options.target.fs
+    try:
+        with fs.open_input_stream(marker_path(options, key, block), compression=None) as raw:
+            marker: dict[str, Any] = json.loads(raw.read())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    for name, size in marker.get("staged", []):
+        info = fs.get_file_info(staged_path(options, key, name))
+        if info.size != size:
+            return None
+    return marker
+
+
+def _copy(options: CopyOptions, item: CopyItem) -> Copied:
+    f = item.file
+    block = item.block[0] if item.block else None
+    marker = read_marker(options, f.stage_key, block)
+    if marker is not None:
+        return _result(
+            item, REUSED, outputs=[(o, n) for o, n in marker["outputs"]], staged=[(o, n) for o, n in marker["staged"]]
+        )
+    _discard(options, item)
+    _check_writable(options, item)
+    if item.block is not None:
+        return _copy_block(options, item)
+    directory = posixpath.dirname(f.relative)
+    fast = (
+        is_identity(list(options.chain))
+        and options.source.local
+        and options.target.local
+        and options.checksum == "none"
+    )
+    name = posixpath.basename(f.target) if not options.chain or not _unpacking(options) else ""
+    if fast:
+        staged = staged_path(options, f.stage_key, name)
+        os.makedirs(posixpath.dirname(staged), exist_ok=True)
+        shutil.copyfile(f.path, staged)  # sendfile / copy_file_range in the kernel, as cp does
+        written = os.path.getsize(staged)
+        if written != f.size:
+            raise OSError(f"read {written} bytes, the listing said {f.size}: the file changed while being copied")
+        outs = [(name, written, "")]
+        read = written
+    else:
+        outs, read = _stream(options, f)
+    if is_identity(list(options.chain)) and read != f.size:
+        raise OSError(f"read {read} bytes, the listing said {f.size}: the file changed while being copied")
+    for out_name, size, digest in outs:
+        _verify(options, f, staged_path(options, f.stage_key, out_name), size, digest)
+    _attributes(options, f, [staged_path(options, f.stage_key, o) for o, _, _ in outs])
+    results = [(posixpath.join(directory, o), n) for o, n, _ in outs]
+    _write_marker(
+        options,
+        f.stage_key,
+        None,
+        {"guid": f.guid, "staged": [[o, n] for o, n, _ in outs], "outputs": [[o, n] for o, n in results]},
+    )
+    return _result(
+        item,
+        COPIED,
+        outputs=results,
+        staged=[(o, n) for o, n, _ in outs],
+        bytes_read=read,
+        bytes_written=sum(n for _, n, _ in outs),
+    )
+
+
+def _unpacking(options: CopyOptions) -> bool:
+    return any(t.type in ("untar", "unzip") for t in options.chain)
+
+
+class _Counting:
+    """A readable that counts the bytes read through it (and hashes them for plain copies)."""
+
+    def __init__(self, raw: Any, hasher: Any | None) -> None:
+        self.raw = raw
+        self.hasher = hasher
+        self.count = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self.raw.read(n)
+        self.count += len(data)
+        if self.hasher is not None:
+            self.hasher.update(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int, str]], int]:
+    """Stream ``f`` through the transforms into staging: ``[(output name, size, checksum)]``, bytes read."""
+    fs = options.target.fs
+    out: list[tuple[str, int, str]] = []
+    with options.source.fs.open_input_stream(f.path, compression=None) as raw:
+        counting = _Counting(raw, None)
+        for o in outputs(posixpath.basename(f.path), counting, list(options.chain), buffer_size=options.buffer_size):  # type: ignore[arg-type]
+            path = staged_path(options, f.stage_key, o.name)
+            fs.create_dir(posixpath.dirname(path), recursive=True)
+            hasher = _hasher(options.checksum)
+            size = 0
+            with fs.open_output_stream(path, compression=None) as sink:
+                while chunk := o.stream.read(options.buffer_size):
+                    sink.write(chunk)
+                    size += len(chunk)
+                    if hasher is not None:
+                        hasher.update(chunk)
+            out.append((o.name, size, _digest(hasher)))
+            if o.mode is not None or o.mtime is not None:
+                _member_attributes(options, path, o.mode, o.mtime)
+    return out, counting.count
+
+
+def _copy_block(options: CopyOptions, item: CopyItem) -> Copied:
+    """One block range of a split file, written at its offset into the staged file (local targets)."""
+    f = item.file
+    assert item.block is not None
+    index, offset, length = item.block
+    name = posixpath.basename(f.target)
+    path = staged_path(options, f.stage_key, name)
+    os.makedirs(posixpath.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    source_hash, done = _hasher(options.checksum), 0
+    try:
+        with options.source.fs.open_input_file(f.path) as src:
+            src.seek(offset)
+            while done < length:
+                chunk = src.read(min(options.buffer_size, length - done))
+                if not chunk:
+                    raise OSError(f"the file ended at {offset + done} bytes, the listing said {f.size}")
+                os.pwrite(fd, chunk, offset + done)
+                done += len(chunk)
+                if source_hash is not None:
+                    source_hash.update(chunk)
+    finally:
+        os.close(fd)
+    if source_hash is not None:
+        staged_hash = _hasher(options.checksum)
+        assert staged_hash is not None
+        with open(path, "rb") as staged:
+            staged.seek(offset)
+            left = length
+            while left and (chunk := staged.read(min(options.buffer_size, left))):
+                staged_hash.update(chunk)
+                left -= len(chunk)
+        if _digest(staged_hash) != _digest(source_hash):
+            raise OSError(f"{options.checksum} of block {index} differs between the source and the staged copy")
+    _write_marker(options, f.stage_key, index, {"guid": f.guid, "staged": [], "outputs": []})
+    return _result(item, COPIED, bytes_read=done, bytes_written=done)
+
+
+def finish_split(options: CopyOptions, f: CopyableFile) -> list[tuple[str, int]]:
+    """After every block of ``f`` is copied: check the staged file's size, set its attributes and
+    write its marker (the driver calls this)."""
+    name = posixpath.basename(f.target)
+    path = staged_path(options, f.stage_key, name)
+    size = os.path.getsize(path)
+    if size != f.size:
+        raise OSError(f"{options.source.display(f.path)}: the staged copy has {size} bytes, the source {f.size}")
+    _attributes(options, f, [path])
+    outs = [(posixpath.join(posixpath.dirname(f.relative), name), size)]
+    _write_marker(
+        options, f.stage_key, None, {"guid": f.guid, "staged": [[name, size]], "outputs": [[o, n] for o, n in outs]}
+    )
+    return outs
+
+
+def _write_marker(options: CopyOptions, key: str, block: int | None, body: dict[str, Any]) -> None:
+    fs = options.target.fs
+    path = marker_path(options, key, block)
+    tmp = f"{path}.tmp"
+    with fs.open_output_stream(tmp, compression=None) as out:
+        out.write(json.dumps(body).encode())
+    fs.move(tmp, path)
+
+
+def _discard(options: CopyOptions, item: CopyItem) -> None:
+    """Remove what a failed or interrupted copy of ``item`` left in staging."""
+    fs = options.target.fs
+    key = item.file.stage_key
+    try:
+        if item.block is None:
+            info = fs.get_file_info(f"{options.staging}/{key}")
+            if info.type.name == "Directory":
+                fs.delete_dir(info.path)
+            for path in (marker_path(options, key), f"{marker_path(options, key)}.tmp"):
+                if fs.get_file_info(path).type.name == "File":
+                    fs.delete_file(path)
+    except OSError:
+        pass
+
+
+def _check_writable(options: CopyOptions, item: CopyItem) -> None:
+    """Fail early, before any byte is copied, when the target directory cannot be written."""
+    if not options.target.local:
+        return
+    directory = posixpath.dirname(posixpath.join(item.target_root, item.file.target))
+    probe = directory
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if probe and (not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK)):
+        what = "is not a directory" if not os.path.isdir(probe) else "is not writable"
+        raise PermissionError(f"cannot publish into {directory}: {probe} {what}")
+
+
+def _hasher(algorithm: str) -> Any | None:
+    if algorithm == "none":
+        return None
+    if algorithm == "crc32":
+        return _Crc32()
+    return hashlib.new(algorithm)
+
+
+def _digest(hasher: Any | None) -> str:
+    return "" if hasher is None else str(hasher.hexdigest())
+
+
+class _Crc32:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: bytes) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"{self.value:08x}"
+
+
+def _verify(options: CopyOptions, f: CopyableFile, path: str, size: int, digest: str) -> None:
+    info = options.target.fs.get_file_info(path)
+    if info.size != size:
+        raise OSError(f"the staged copy {options.target.display(path)} has {info.size} bytes, {size} were written")
+    if options.checksum == "none":
+        return
+    hasher = _hasher(options.checksum)
+    assert hasher is not None
+    with options.target.fs.open_input_stream(path, compression=None) as staged:
+        while chunk := staged.read(options.buffer_size):
+            hasher.update(chunk)
+    plain = is_identity(list(options.chain))
+    expected = (digest or _source_digest(options, f)) if plain else digest
+    if _digest(hasher) != expected:
+        what = "the source" if plain else "the bytes written"
+        raise OSError(f"{options.checksum} of the staged copy differs from {what}'s: {_digest(hasher)} != {expected}")
+
+
+def _source_digest(options: CopyOptions, f: CopyableFile) -> str:
+    hasher = _hasher(options.checksum)
+    with options.source.fs.open_input_stream(f.path, compression=None) as src:
+        while chunk := src.read(options.buffer_size):
+            hasher.update(chunk)  # type: ignore[union-attr]
+    return _digest(hasher)
+
+
+def _attributes(options: CopyOptions, f: CopyableFile, paths: list[str]) -> None:
+    if not options.target.local:
+        return
+    mode = options.permissions
+    if mode is None and options.preserve_permissions and options.source.local:
+        mode = os.stat(f.path).st_mode & 0o7777
+    for path in paths:
+        if mode is not None:
+            os.chmod(path, mode)
+        if options.uid != -1 or options.gid != -1:
+            os.chown(path, options.uid, options.gid)
+        if options.preserve_mtime and not _unpacking(options):
+            os.utime(path, ns=(f.mtime_ns, f.mtime_ns))
+
+
+def _member_attributes(options: CopyOptions, path: str, mode: int | None, mtime: float | None) -> None:
+    if not options.target.local:
+        return
+    if options.preserve_permissions and mode is not None and options.permissions is None:
+        os.chmod(path, mode & 0o7777)
+    if options.preserve_mtime and mtime is not None:
+        os.utime(path, (mtime, mtime))
