@@ -148,7 +148,7 @@ class CopyDag:
 
     def high_marks(self, result: DagResult) -> dict[str, str]:
         """Each dataset's new manifest (its published files), set by the commit sequence."""
-        return dict(self._marks) if result.staged else {}
+        return dict(self._marks)
 
     # -- planning ------------------------------------------------------------------------------
 
