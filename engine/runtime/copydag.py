@@ -372,7 +372,6 @@ class CopyDag:
                 log.error("dag %s: dataset %s: %s", self.name, name, listing.error)
                 continue
             if unit.empty:
-                metrics.files_skipped += len(listing.kept)
                 outcomes.append(DatasetOutcome(unit, DatasetStatus.EMPTY, unit.note, start_time=now))
                 continue
             sets = self._sets(listing, results)
@@ -438,6 +437,7 @@ class CopyDag:
         m.files_copied += copied
         m.files_reused += reused
         m.files_failed += failed
+        m.files_skipped += len(listing.kept)
         m.bytes += sum(c.bytes_read for c in mine if c.status == COPIED)
         sets = {(listing.dataset.name, f.file_set) for f in listing.copy}
         m.file_sets_published += len(sets - failed_sets)
@@ -449,6 +449,8 @@ class CopyDag:
             "deleted": len(listing.delete),
             "bytes": sum(c.bytes_read for c in mine if c.status == COPIED),
         }
+        busy = sum(c.seconds for c in mine if c.status == COPIED)
+        entry["mb_per_s"] = round(entry["bytes"] / 1e6 / busy, 1) if busy > 0 else 0.0
         if listing.error:
             entry["error"] = listing.error
         m.by_dataset[listing.dataset.name] = entry

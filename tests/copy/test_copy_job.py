@@ -273,3 +273,17 @@ def test_large_files_split_into_blocks_are_reassembled_exactly(spark: Any, lake:
     assert result.status == "SUCCEEDED", result.summary()
     assert checksums(dst) == checksums(src)
     assert copy_of(result)["files_copied"] == 2
+
+
+def test_files_already_at_the_target_are_adopted_without_copying(spark: Any, lake: Path) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    files = tree(src, sample(6))
+    tree(dst, files)  # an earlier `cp -r`: same sizes, written after the sources
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst)})
+    first = job.run()
+    stats = copy_of(first)
+    assert (stats["files_copied"], stats["files_skipped"]) == (0, 8)
+    (src / "d1" / "f1.bin").write_bytes(b"changed")
+    second = job.run()
+    assert copy_of(second)["files_copied"] == 1
+    assert checksums(dst) == checksums(src)
