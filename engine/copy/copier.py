@@ -113,12 +113,15 @@ def staged_path(options: CopyOptions, key: str, name: str) -> str:
 
 
 def read_marker(options: CopyOptions, key: str, block: int | None = None) -> dict[str, Any] | None:
-    """A staged file's marker if its outputs are all there with their sizes."""
+    """A staged file's marker if it was staged as ``options`` stage it now and its outputs are all
+    there with their sizes."""
     fs = options.target.fs
     try:
         with fs.open_input_stream(marker_path(options, key, block), compression=None) as raw:
             marker: dict[str, Any] = json.loads(raw.read())
     except (FileNotFoundError, OSError, ValueError):
+        return None
+    if marker.get("made") != _made(options):
         return None
     for name, size in marker.get("staged", []):
         info = fs.get_file_info(staged_path(options, key, name))
@@ -286,12 +289,25 @@ def finish_split(options: CopyOptions, f: CopyableFile) -> list[tuple[str, int]]
     return outs
 
 
+def _made(options: CopyOptions) -> str:
+    """What the staged copy depends on besides the source file (whose guid is in the stage key): the
+    transforms (an encrypt's recipients, a gzip's level, ...) and the attributes. A file staged by a
+    run that failed is reused only if the next run would stage the same; after the config changed,
+    it is copied again. Secrets are masked in the dump: a changed passphrase alone goes unnoticed."""
+    made = {
+        "chain": [t.model_dump(mode="json") for t in options.chain],
+        "attributes": [options.permissions, options.preserve_permissions, options.preserve_mtime],
+        "owner": [options.uid, options.gid],
+    }
+    return hashlib.sha1(json.dumps(made, sort_keys=True).encode()).hexdigest()
+
+
 def _write_marker(options: CopyOptions, key: str, block: int | None, body: dict[str, Any]) -> None:
     fs = options.target.fs
     path = marker_path(options, key, block)
     tmp = f"{path}.tmp"
     with fs.open_output_stream(tmp, compression=None) as out:
-        out.write(json.dumps(body).encode())
+        out.write(json.dumps({**body, "made": _made(options)}).encode())
     fs.move(tmp, path)
 
 
