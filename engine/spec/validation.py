@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -21,11 +22,11 @@ def validate(model: type[M], data: Any, *, key: str, file: str | None) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()[:_MAX_LISTED]
-        first_key = _join(key, errors[0]["loc"])
+        first_key = _join(key, _loc(errors[0]))
         if len(errors) == 1:
             message = _describe(model, errors[0])
         else:
-            lines = [f"`{_join(key, e['loc'])}`: {_describe(model, e)}" for e in errors]
+            lines = [f"`{_join(key, _loc(e))}`: {_describe(model, e)}" for e in errors]
             message = "invalid config:\n  " + "\n  ".join(lines)
         raise ConfigError(message, key=first_key, file=file) from None
 
@@ -37,10 +38,26 @@ def _join(key: str, loc: tuple[Any, ...]) -> str:
     return "".join(parts)
 
 
+def _loc(err: Any) -> tuple[Any, ...]:
+    """Where an error is: a tagged union's unknown or missing tag is its discriminator key's fault
+    (``datasets.type``, not ``datasets``)."""
+    loc: tuple[Any, ...] = err["loc"]
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        found = re.fullmatch(r"'(\w+)'", str(err.get("ctx", {}).get("discriminator", "")))
+        if found:
+            return (*loc, found.group(1))
+    return loc
+
+
 def _describe(model: type[BaseModel], err: Any) -> str:
     kind = err["type"]
-    if kind == "missing":
+    if kind in ("missing", "union_tag_not_found"):
         return "missing required key"
+    if kind == "union_tag_invalid":
+        tag, known = str(err["ctx"]["tag"]), re.findall(r"'([^']*)'", str(err["ctx"]["expected_tags"]))
+        close = difflib.get_close_matches(tag, known, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return f"unknown type `{tag}` ({hint}known: {', '.join(known)})"
     if kind == "extra_forbidden":
         known = _known_keys(model, err["loc"][:-1])
         close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
