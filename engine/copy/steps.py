@@ -11,8 +11,11 @@ looked up in :data:`LOCATIONS` (registered by the copy DAGs of the running job) 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import posixpath
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -88,17 +91,20 @@ class PublishFileSet(CommitStep):
                     f"file set `{self.file_set or self.dataset}`: staged file {staged} is missing and "
                     f"{loc.display(str(dst))} does not hold its {size} bytes"
                 )
-        for key in sorted({str(k) for k, *_ in self.files}):
+        keys = sorted({str(k) for k, *_ in self.files})
+        if loc.local:
+            # Removing a marker or a directory sleeps in the file system; on a busy machine each
+            # wake-up also waits for a CPU (20,000 small files on a loaded 2-core VM: 70 s in one
+            # thread, 7 s in eight). The waits overlap across threads.
+            with ThreadPoolExecutor(max_workers=min(8, len(keys) or 1), thread_name_prefix="unstage") as pool:
+                list(pool.map(functools.partial(_unstage, self.staging), keys))
+            return
+        for key in keys:
             marker = f"{self.staging}/{key}.json"
-            if loc.local:
-                if os.path.exists(marker):
-                    os.remove(marker)
-                _remove_tree(f"{self.staging}/{key}")
-            else:
-                if _exists(loc, marker):
-                    loc.fs.delete_file(marker)
-                if loc.fs.get_file_info(f"{self.staging}/{key}").type.name == "Directory":
-                    loc.fs.delete_dir(f"{self.staging}/{key}")
+            if _exists(loc, marker):
+                loc.fs.delete_file(marker)
+            if loc.fs.get_file_info(f"{self.staging}/{key}").type.name == "Directory":
+                loc.fs.delete_dir(f"{self.staging}/{key}")
 
     def _parents(self, loc: Location, directory: str, created: set[str]) -> None:
         if directory in created:
@@ -126,6 +132,19 @@ class PublishFileSet(CommitStep):
     def describe(self) -> str:
         which = f"file set `{self.file_set}` of " if self.file_set else ""
         return f"publish {which}dataset `{self.dataset}`: {len(self.files)} file(s) into {self.target}"
+
+
+def _unstage(staging: str, key: str) -> None:
+    """Remove a published file's marker and its staging directory (local targets): two calls
+    when, as usual, the directory is already empty."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(f"{staging}/{key}.json")
+    try:
+        os.rmdir(f"{staging}/{key}")
+    except FileNotFoundError:
+        pass
+    except OSError:  # not empty: an archive's directories
+        _remove_tree(f"{staging}/{key}")
 
 
 def _remove_tree(path: str) -> None:
