@@ -13,6 +13,7 @@ size, not older than the source, is adopted as it is (the ``cp -u`` rule).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import logging
 import posixpath
@@ -63,7 +64,7 @@ class CopyableFile:
     directory its archive unpacks into (``""``: beside the archive)."""
     guid: str
 
-    @property
+    @functools.cached_property
     def stage_key(self) -> str:
         """Its staging name: the guid plus where and how it is copied."""
         return hashlib.sha1(f"{self.guid}\n{self.target}".encode()).hexdigest()
