@@ -12,6 +12,7 @@ bytes behind (disk space) and no marker, and its message names the file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -134,6 +135,12 @@ def _copy(options: CopyOptions, item: CopyItem) -> Copied:
     f = item.file
     block = item.block[0] if item.block else None
     marker = read_marker(options, f.stage_key, block)
+    if item.block is not None:
+        whole = read_marker(options, f.stage_key)  # the blocks were joined and checked by an earlier run
+        if whole is None and marker is not None and marker.get("range") != list(item.block[1:]):
+            marker = None  # staged under another block size
+        elif whole is not None:
+            marker = {"outputs": [], "staged": []}
     if marker is not None:
         return _result(
             item, REUSED, outputs=[(o, n) for o, n in marker["outputs"]], staged=[(o, n) for o, n in marker["staged"]]
@@ -161,8 +168,7 @@ def _copy(options: CopyOptions, item: CopyItem) -> Copied:
         read = written
     else:
         outs, read = _stream(options, f)
-    if is_identity(list(options.chain)) and read != f.size:
-        raise OSError(f"read {read} bytes, the listing said {f.size}: the file changed while being copied")
+    _unchanged(options, f, read)
     for out_name, size, digest in outs:
         _verify(options, f, staged_path(options, f.stage_key, out_name), size, digest)
     _attributes(options, f, [staged_path(options, f.stage_key, o) for o, _, _ in outs])
@@ -232,7 +238,18 @@ def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int,
             out.append((o.name, size, _digest(hasher)))
             if o.mode is not None or o.mtime is not None:
                 _member_attributes(options, path, o.mode, o.mtime)
+        while counting.read(options.buffer_size):  # an archive's trailing blocks: count the whole file
+            pass
     return out, counting.count
+
+
+def _unchanged(options: CopyOptions, f: CopyableFile, read: int) -> None:
+    """Fail the copy if the source changed while it was read (appended, truncated, rewritten)."""
+    info = options.source.fs.get_file_info(f.path)
+    if read != f.size or info.size != f.size or info.mtime_ns != f.mtime_ns:
+        raise OSError(
+            f"read {read} bytes, the listing said {f.size} (now {info.size} bytes): the file changed while being copied"
+        )
 
 
 def _copy_block(options: CopyOptions, item: CopyItem) -> Copied:
@@ -269,11 +286,11 @@ def _copy_block(options: CopyOptions, item: CopyItem) -> Copied:
                 left -= len(chunk)
         if _digest(staged_hash) != _digest(source_hash):
             raise OSError(f"{options.checksum} of block {index} differs between the source and the staged copy")
-    _write_marker(options, f.stage_key, index, {"guid": f.guid, "staged": [], "outputs": []})
+    _write_marker(options, f.stage_key, index, {"guid": f.guid, "staged": [], "outputs": [], "range": [offset, length]})
     return _result(item, COPIED, bytes_read=done, bytes_written=done)
 
 
-def finish_split(options: CopyOptions, f: CopyableFile) -> list[tuple[str, int]]:
+def finish_split(options: CopyOptions, f: CopyableFile, blocks: int) -> list[tuple[str, int]]:
     """After every block of ``f`` is copied: check the staged file's size, set its attributes and
     write its marker (the driver calls this)."""
     name = posixpath.basename(f.target)
@@ -286,6 +303,9 @@ def finish_split(options: CopyOptions, f: CopyableFile) -> list[tuple[str, int]]
     _write_marker(
         options, f.stage_key, None, {"guid": f.guid, "staged": [[name, size]], "outputs": [[o, n] for o, n in outs]}
     )
+    for index in range(blocks):  # the joined file's marker replaces the blocks'
+        with contextlib.suppress(FileNotFoundError):
+            options.target.fs.delete_file(marker_path(options, f.stage_key, index))
     return outs
 
 

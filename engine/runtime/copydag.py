@@ -35,6 +35,7 @@ from engine.copy.fs import resolve
 from engine.copy.listing import (
     STAGING,
     CopyableFile,
+    Dataset,
     DatasetListing,
     ListingError,
     copyable_files,
@@ -166,7 +167,13 @@ class CopyDag:
         if validate_only or ctx is None:
             return None
         started = time.monotonic()
-        found = list_source(self.source)
+        try:
+            found = list_source(self.source)
+        except OSError as exc:  # this DAG fails; the job's other DAGs go on
+            whole = Dataset(self.name, self.source.path, self.target.path)
+            message = f"cannot list {self.source.url}: {first_line(exc)}"
+            self.listings = {self.name: DatasetListing(whole, error=message)}
+            return DagPlan(units=[WorkUnit(dataset=self.name, low=None, high=None)], schema=None)
         datasets = find_datasets(self.conf, self.name, self.source, self.target, found)
         units = []
         self.listings = {}
@@ -335,7 +342,7 @@ class CopyDag:
                 out[key] = replace(first, status=FAILED, error=failed[0].error, block=None)
                 continue
             try:
-                outputs = finish_split(self.options, f)
+                outputs = finish_split(self.options, f, len(blocks_done))
             except OSError as exc:
                 out[key] = replace(first, status=FAILED, error=first_line(exc), block=None)
                 continue
@@ -386,9 +393,11 @@ class CopyDag:
                 events.append(self._event(listing, file_set, files, results, batch, now))
             ds_failed = [c for c in failures if c.dataset == name]
             if not hold:
+                copied_here = {o for c in results.values() if c.dataset == name for o, _ in c.outputs}
+                listing.delete = [rel for rel in listing.delete if rel not in copied_here]
                 if listing.delete:
                     paths = [posixpath.join(listing.dataset.target, rel) for rel in listing.delete]
-                    steps.append(DeleteTargetFiles(self.conf.target, name, paths))
+                    steps.append(DeleteTargetFiles(self.target.url, name, paths))
                     metrics.files_deleted += len(listing.delete)
                 entries = self._entries(listing, published, results, units[name])
                 if published or listing.delete or _adopted(listing, unit.low):
@@ -414,7 +423,7 @@ class CopyDag:
             ds_metrics.update(published=len(published), mb=round(copied_bytes / 1e6, 3))
         if events and self.spec.events_dir:
             register(resolve(self.spec.events_dir))
-            name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.job}.{self.name}.b{batch.number:06d}.jsonl")
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.job}.{self.name}.b{batch.number:06d}.{self.run_id}.jsonl")
             steps.append(WriteEvents(self.spec.events_dir, name, events))
         metrics.seconds = time.monotonic() - started
         metrics.file_sets_failed = len(failed_sets)
@@ -475,7 +484,7 @@ class CopyDag:
                 rows.append([f.stage_key, staged, posixpath.join(listing.dataset.target, out), size])
         attrs = self.conf.attributes
         return PublishFileSet(
-            target=self.conf.target,
+            target=self.target.url,
             staging=self.options.staging,
             dataset=listing.dataset.name,
             file_set=file_set,
@@ -528,7 +537,8 @@ class CopyDag:
     def _manifest_path(self, dataset: str, batch: int) -> str:
         key = hashlib.sha1(dataset.encode()).hexdigest()[:12]
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", dataset)[:60]
-        return self.meta.join(self.name, f"{safe}-{key}", f"b{batch:06d}.jsonl.gz")
+        run = re.sub(r"[^A-Za-z0-9_.-]", "_", self.run_id)
+        return self.meta.join(self.name, f"{safe}-{key}", f"b{batch:06d}-{run}.jsonl.gz")
 
     # -- results -------------------------------------------------------------------------------
 

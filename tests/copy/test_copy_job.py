@@ -211,21 +211,46 @@ def test_date_partitioned_streams_publish_each_partition_with_an_event(spark: An
     ]
 
 
-def test_a_file_changed_after_listing_fails_its_set_and_the_rerun_copies_it(spark: Any, lake: Path) -> None:
+@pytest.mark.parametrize("transforms", [[], [{"type": "gzip"}]], ids=["plain", "gzip"])
+def test_a_file_changed_after_listing_fails_its_set_and_the_rerun_copies_it(
+    spark: Any, lake: Path, transforms: list[dict[str, Any]]
+) -> None:
     src, dst = lake.parent / "src", lake.parent / "dst"
     tree(src, {"a/1.bin": os.urandom(5000), "b/2.bin": os.urandom(5000)})
-    job = Copier(
-        spark, lake, {"source": str(src), "target": str(dst), "file_set": "directory", "verify": {"checksum": "md5"}}
-    )
+    copy = {"source": str(src), "target": str(dst), "file_set": "directory", "transforms": transforms}
+    job = Copier(spark, lake, {**copy, "verify": {"checksum": "md5"}})
     planned = job.plan()
     with open(src / "a" / "1.bin", "ab") as grown:  # a writer appends after the listing
         grown.write(b"more")
     result = job.execute(planned)
     assert result.status == "PARTIAL"
     assert "changed while being copied" in result.dags[0].message and "1.bin" in result.dags[0].message
-    assert not (dst / "a").exists() and (dst / "b" / "2.bin").exists()
+    ext = ".gz" if transforms else ""
+    assert not (dst / "a").exists() and (dst / "b" / f"2.bin{ext}").exists()
     assert job.run().status == "SUCCEEDED"
-    assert checksums(dst) == checksums(src)
+    for rel in ("a/1.bin", "b/2.bin"):
+        data = (dst / f"{rel}{ext}").read_bytes()
+        assert (gzip.decompress(data) if transforms else data) == (src / rel).read_bytes()
+
+
+def test_an_archive_renamed_at_the_source_keeps_its_members_when_deletions_propagate(spark: Any, lake: Path) -> None:
+    import io
+    import tarfile
+
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in {"m/one.txt": b"1" * 100, "two.txt": b"2" * 200}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tree(src, {"snap-1.tar": buf.getvalue()})
+    copy = {"source": str(src), "target": str(dst), "transforms": [{"type": "untar", "into": "parent"}]}
+    job = Copier(spark, lake, {**copy, "delete": {"enabled": True}})
+    assert job.run().status == "SUCCEEDED"
+    os.rename(src / "snap-1.tar", src / "snap-2.tar")  # the same members under a new archive name
+    assert job.run().status == "SUCCEEDED"
+    assert (dst / "m" / "one.txt").read_bytes() == b"1" * 100 and (dst / "two.txt").read_bytes() == b"2" * 200
 
 
 def test_attributes_of_new_files_and_directories_and_preserved_mtimes(spark: Any, lake: Path) -> None:
