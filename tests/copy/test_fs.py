@@ -285,6 +285,7 @@ def test_an_unknown_scheme_without_fsspec_names_the_scheme(monkeypatch: pytest.M
 
 def test_an_unknown_scheme_goes_through_fsspec() -> None:
     import fsspec
+
     loc = resolve("memory://copy-test/dir")
     _write(loc, {"m/n.txt": b"memory"})
 
