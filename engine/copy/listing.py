@@ -221,10 +221,7 @@ def find_datasets(conf: CopyConf, dag: str, source: Location, target: Location, 
         roots: set[str] = set()
         for f in found:
             parts = f.rel_root.split("/")
-            is_file = len(parts) == depth
-            if isinstance(finder, GlobFinderConf) and finder.match == "files" and not is_file:
-                continue
-            if (isinstance(finder, DatePartitionedFinderConf) or finder.match == "directories") and is_file:
+            if len(parts) == depth:  # a file at the pattern's depth is not a dataset directory
                 continue
             if len(parts) >= depth:
                 prefix = "/".join(parts[:depth])

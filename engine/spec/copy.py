@@ -40,13 +40,14 @@ class RecursiveFinderConf(_Strict):
 
 
 class GlobFinderConf(_Strict):
-    """Each directory (or file) below the source root matching ``pattern`` is a dataset, named by
+    """Each directory below the source root matching ``pattern`` is a dataset, named by
     its path relative to the root; it lands at the same relative path under the target."""
 
     type: Literal["glob"]
     pattern: str
     """A glob relative to the source root (``*`` does not cross ``/``), e.g. ``db/*`` or ``*/tables/*``."""
-    match: Literal["directories", "files", "any"] = "directories"
+    match: Literal["directories"] = "directories"
+    """What a match must be (single files as datasets are not supported yet: use ``include``)."""
 
 
 class DatePartitionedFinderConf(_Strict):

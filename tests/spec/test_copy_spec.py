@@ -99,6 +99,12 @@ def test_copy_dags_mix_with_record_dags_and_fan_out(tmp_path: Path) -> None:
             "job.copy.datasets",
             "yyyy",
         ),
+        (
+            {"source": "a", "target": "b", "datasets": {"type": "glob", "pattern": "*", "match": "files"}},
+            {},
+            "job.copy.datasets",
+            "directories",
+        ),
     ],
 )
 def test_copy_config_mistakes_name_their_key(
