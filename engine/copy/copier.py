@@ -194,18 +194,15 @@ def _unpacking(options: CopyOptions) -> bool:
 
 
 class _Counting:
-    """A readable that counts the bytes read through it (and hashes them for plain copies)."""
+    """A readable that counts the bytes read through it."""
 
-    def __init__(self, raw: Any, hasher: Any | None) -> None:
+    def __init__(self, raw: Any) -> None:
         self.raw = raw
-        self.hasher = hasher
         self.count = 0
 
     def read(self, n: int = -1) -> bytes:
         data: bytes = self.raw.read(n)
         self.count += len(data)
-        if self.hasher is not None:
-            self.hasher.update(data)
         return data
 
     def readable(self) -> bool:
@@ -223,7 +220,7 @@ def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int,
     fs = options.target.fs
     out: list[tuple[str, int, str]] = []
     with options.source.fs.open_input_stream(f.path, compression=None) as raw:
-        counting = _Counting(raw, None)
+        counting = _Counting(raw)
         for o in outputs(posixpath.basename(f.path), counting, list(options.chain), buffer_size=options.buffer_size):  # type: ignore[arg-type]
             path = staged_path(options, f.stage_key, o.name)
             fs.create_dir(posixpath.dirname(path), recursive=True)
@@ -394,19 +391,9 @@ def _verify(options: CopyOptions, f: CopyableFile, path: str, size: int, digest:
     with options.target.fs.open_input_stream(path, compression=None) as staged:
         while chunk := staged.read(options.buffer_size):
             hasher.update(chunk)
-    plain = is_identity(list(options.chain))
-    expected = (digest or _source_digest(options, f)) if plain else digest
-    if _digest(hasher) != expected:
-        what = "the source" if plain else "the bytes written"
-        raise OSError(f"{options.checksum} of the staged copy differs from {what}'s: {_digest(hasher)} != {expected}")
-
-
-def _source_digest(options: CopyOptions, f: CopyableFile) -> str:
-    hasher = _hasher(options.checksum)
-    with options.source.fs.open_input_stream(f.path, compression=None) as src:
-        while chunk := src.read(options.buffer_size):
-            hasher.update(chunk)  # type: ignore[union-attr]
-    return _digest(hasher)
+    if _digest(hasher) != digest:  # of the bytes streamed: the source's own for a plain copy
+        what = "the source" if is_identity(list(options.chain)) else "the bytes written"
+        raise OSError(f"{options.checksum} of the staged copy differs from {what}'s: {_digest(hasher)} != {digest}")
 
 
 def _attributes(options: CopyOptions, f: CopyableFile, paths: list[str]) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import posixpath
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
@@ -144,18 +145,7 @@ def _unstage(staging: str, key: str) -> None:
     except FileNotFoundError:
         pass
     except OSError:  # not empty: an archive's directories
-        _remove_tree(f"{staging}/{key}")
-
-
-def _remove_tree(path: str) -> None:
-    """Remove ``path`` (staged files already moved out: only empty directories are left)."""
-    for root, dirs, files in os.walk(path, topdown=False):
-        for name in files:
-            os.remove(os.path.join(root, name))
-        for name in dirs:
-            os.rmdir(os.path.join(root, name))
-    if os.path.isdir(path):
-        os.rmdir(path)
+        shutil.rmtree(f"{staging}/{key}", ignore_errors=True)  # its files were moved out
 
 
 @dataclass

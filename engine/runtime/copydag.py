@@ -129,6 +129,8 @@ class CopyDag:
             gid=_gid(attrs.group),
         )
         self.listings: dict[str, DatasetListing] = {}
+        self._previous: dict[str, dict[str, manifest.Entry]] = {}
+        """Each dataset's last manifest, read while planning."""
         self._marks: dict[str, str] = {}
         self._stop = Stop()
 
@@ -177,11 +179,12 @@ class CopyDag:
         datasets = find_datasets(self.conf, self.name, self.source, self.target, found)
         units = []
         self.listings = {}
+        self._previous = {}
         for ds in datasets:
             low = ctx.state[ds.name].watermark if ds.name in ctx.state else None
             try:
                 files, partitions = copyable_files(self.conf, ds, found, self.source.path)
-                previous = self._manifest(low)
+                previous = self._previous[ds.name] = self._manifest(low)
                 listing = diff(self.conf, ds, files, partitions, target_files(self.target, ds.target), previous)
             except (ListingError, OSError) as exc:
                 listing = DatasetListing(ds, error=first_line(exc))
@@ -399,7 +402,7 @@ class CopyDag:
                     paths = [posixpath.join(listing.dataset.target, rel) for rel in listing.delete]
                     steps.append(DeleteTargetFiles(self.target.url, name, paths))
                     metrics.files_deleted += len(listing.delete)
-                entries = self._entries(listing, published, results, units[name])
+                entries = self._entries(listing, published, results)
                 if published or listing.delete or _adopted(listing, unit.low):
                     path = self._manifest_path(name, batch.number)
                     manifest.write(self.meta, path, entries)
@@ -522,10 +525,10 @@ class CopyDag:
         )
 
     def _entries(
-        self, listing: DatasetListing, published: list[CopyableFile], results: dict[str, Copied], unit: WorkUnit
+        self, listing: DatasetListing, published: list[CopyableFile], results: dict[str, Copied]
     ) -> list[manifest.Entry]:
         entries = dict(listing.kept)
-        previous = self._manifest(unit.low)
+        previous = self._previous.get(listing.dataset.name, {})
         for f in listing.copy:  # a file not published keeps its last published entry (the target still has it)
             if f.relative in previous:
                 entries[f.relative] = previous[f.relative]

@@ -14,17 +14,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e import REPO, SUBMIT
+
 pytestmark = pytest.mark.e2e
-SUBMIT = [
-    str(REPO / "spark-submit.sh"),
-    "--driver-memory",
-    "1g",
-    "--master",
-    "local[2]",
-    "--conf",
-    "spark.ui.enabled=false",
-]
 STAGING = "_engine_staging"
 KILLED = (-9, 137)  # SIGKILL of the driver: spark-submit exits 137 (or the wrapper dies of it)
 DIRECTORIES = ("alpha", "beta", "gamma")

@@ -15,17 +15,9 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e import REPO, SUBMIT
+
 pytestmark = pytest.mark.e2e
-SUBMIT = [
-    str(REPO / "spark-submit.sh"),
-    "--driver-memory",
-    "1g",
-    "--master",
-    "local[2]",
-    "--conf",
-    "spark.ui.enabled=false",
-]
 
 NAP = "reflect('java.lang.Thread', 'sleep', cast(300 as bigint))"  # per record: a run takes a while
 

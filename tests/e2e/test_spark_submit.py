@@ -11,22 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e import REPO, SUBMIT
+
 pytestmark = pytest.mark.e2e
 
 
 def submit(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            str(REPO / "spark-submit.sh"),
-            "--driver-memory",
-            "1g",
-            "--master",
-            "local[2]",
-            "--conf",
-            "spark.ui.enabled=false",
-            *args,
-        ],
+        [*SUBMIT, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
