@@ -142,6 +142,39 @@ def test_deleting_everything_because_the_source_root_is_missing_is_refused(spark
     assert checksums(dst) == before
 
 
+def test_deleting_more_than_max_fraction_is_refused_and_nothing_is_deleted(spark: Any, lake: Path) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, sample(8))
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst)})
+    assert job.run().status == "SUCCEEDED"
+    before = checksums(dst)
+    for path in list((src / "d0").glob("*.bin")) + list((src / "d1").glob("*.bin")):
+        path.unlink()
+    refused = job.run(delete={"enabled": True, "max_fraction": 0.25})
+    assert refused.status == "FAILED"
+    assert "max_fraction" in refused.dags[0].message and "would be deleted" in refused.dags[0].message
+    assert checksums(dst) == before
+
+
+def test_a_source_root_that_cannot_be_listed_fails_its_dag_and_not_the_job(spark: Any, lake: Path) -> None:
+    good, dst = lake.parent / "good", lake.parent / "dst"
+    tree(good, {"a.txt": b"a"})
+    not_a_dir = lake.parent / "plain-file"
+    not_a_dir.write_bytes(b"x")
+    raw = {
+        "dags": {
+            "broken": {"copy": {"source": str(not_a_dir), "target": str(dst / "broken")}},
+            "fine": {"copy": {"source": str(good), "target": str(dst / "fine")}},
+        }
+    }
+    result = JobManager(spark, InMemoryMetadataStore()).run(compile_dict(raw, lake), "run-1", InMemoryRunStore())
+    by_name = {d.name: d for d in result.dags}
+    assert by_name["fine"].status == "SUCCEEDED" and (dst / "fine" / "a.txt").read_bytes() == b"a"
+    assert by_name["broken"].status == "FAILED"
+    assert "cannot list" in by_name["broken"].message and "plain-file" in by_name["broken"].message
+    assert not (dst / "broken").exists()
+
+
 def test_glob_datasets_publish_per_file_set_and_a_corrupt_file_fails_only_its_set(spark: Any, lake: Path) -> None:
     src, dst = lake.parent / "src", lake.parent / "dst"
     good = {f"db/{t}/part-{i}.csv.gz": gzip.compress(f"{t},{i}\n".encode() * 500) for t in ("a", "b") for i in range(3)}
