@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
-from engine.state.delta_table import MetaTable
+from engine.state.delta_table import meta_table
 from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStatus, RunStore, latest_per_dag
 
 if TYPE_CHECKING:
@@ -26,14 +24,14 @@ class DeltaRunStore(RunStore):
     def __init__(self, spark: SparkSession, path: str) -> None:
         self.spark = spark
         self.path = path
-        self.table = MetaTable(spark, path, _DDL, version=SCHEMA_VERSION, what="runs").ensure()
+        self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs").ensure()
 
     def append(self, record: RunRecord) -> None:
         self.table.append([{**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}])
 
     def history(self, job: str, *, limit: int = 20) -> list[RunRecord]:
         names = [f.name for f in fields(RunRecord)]
-        rows = self.table.read().where(F.col("job") == job).select(*names).collect()
-        records = [RunRecord(**{**r.asDict(), "status": RunStatus(r["status"])}) for r in rows]
+        rows = self.table.rows(job=job)
+        records = [RunRecord(**{**{n: r[n] for n in names}, "status": RunStatus(r["status"])}) for r in rows]
         records.sort(key=lambda r: (r.end_time is not None, r.end_time or r.start_time))
         return latest_per_dag(records)[:limit]

@@ -13,11 +13,8 @@ import uuid
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Window
-from pyspark.sql import functions as F
-
 from engine.state import watermarks
-from engine.state.delta_table import MetaTable
+from engine.state.delta_table import MetaTable, meta_table
 from engine.state.store import (
     LIVE,
     SCHEMA_VERSION,
@@ -33,7 +30,7 @@ from engine.state.store import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import SparkSession
 
 STATE_DDL = (
     "job STRING, dag STRING, scope STRING, dataset STRING, watermark STRING, watermark_kind STRING, "
@@ -62,15 +59,15 @@ CHANGES_DDL = (
 class DeltaMetadataStore(MetadataStore):
     def __init__(self, spark: SparkSession, root: str) -> None:
         root = root.rstrip("/")
-        self.state = MetaTable(spark, f"{root}/state", STATE_DDL, version=SCHEMA_VERSION, what="state")
-        self.jobs = MetaTable(spark, f"{root}/job_status", JOB_STATUS_DDL, version=SCHEMA_VERSION, what="job status")
-        self.flows = MetaTable(
+        self.state = meta_table(spark, f"{root}/state", STATE_DDL, version=SCHEMA_VERSION, what="state")
+        self.jobs = meta_table(spark, f"{root}/job_status", JOB_STATUS_DDL, version=SCHEMA_VERSION, what="job status")
+        self.flows = meta_table(
             spark, f"{root}/flow_status", FLOW_STATUS_DDL, version=SCHEMA_VERSION, what="flow status"
         )
-        self.changelog = MetaTable(
+        self.changelog = meta_table(
             spark, f"{root}/checkpoint_changes", CHANGES_DDL, version=SCHEMA_VERSION, what="checkpoint changes"
         )
-        self.log = MetaTable(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
+        self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
 
     def ensure(self) -> DeltaMetadataStore:
         for table in (self.state, self.jobs, self.flows, self.changelog):
@@ -83,13 +80,13 @@ class DeltaMetadataStore(MetadataStore):
         checks leaves nothing behind)."""
         if not _readable(self.state):
             return {}
-        mine = (F.col("job") == job) & (F.col("dag") == dag) & (F.col("scope") == scope)
-        return {s.dataset: s for s in (_state(r) for r in _latest(self.state.read().where(mine)))}
+        mine = self.state.rows(job=job, dag=dag, scope=scope)
+        return {s.dataset: s for s in (_state(r) for r in _latest(mine))}
 
     def all_state(self, job: str) -> list[DatasetState]:
         if not _readable(self.state):
             return []
-        return [_state(r) for r in _latest(self.state.read().where(F.col("job") == job))]
+        return [_state(r) for r in _latest(self.state.rows(job=job))]
 
     def save_state(self, rows: list[DatasetState]) -> None:
         self.state.append(
@@ -113,24 +110,22 @@ class DeltaMetadataStore(MetadataStore):
     def job_status(self, job: str, *, runs: int = 5) -> list[JobStatusRow]:
         if not _readable(self.jobs):
             return []
-        frame = self.jobs.read().where(F.col("job") == job)
-        heads = frame.groupBy("run_id").agg(F.min("start_time").alias("s")).collect()
-        keep = last_runs([(r["run_id"], r["s"]) for r in heads], runs)
-        rows = frame.where(F.col("run_id").isin(keep)).collect() if keep else []
-        out = [JobStatusRow(**{**r.asDict(), "status": DatasetStatus(r["status"])}) for r in rows]
+        found = self.jobs.rows(job=job)
+        keep = set(last_runs([(r["run_id"], r["start_time"]) for r in found], runs))
+        out = [JobStatusRow(**{**r, "status": DatasetStatus(r["status"])}) for r in found if r["run_id"] in keep]
         return sorted(out, key=lambda r: (r.start_time, r.dataset), reverse=True)
 
     def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]:
         if not _readable(self.flows):
             return []
-        rows = self.flows.read().where(F.col("job") == job).orderBy(F.desc("start_time")).limit(limit).collect()
-        return [FlowStatusRow(**{**r.asDict(), "status": FlowState(r["status"])}) for r in rows]
+        rows = sorted(self.flows.rows(job=job), key=lambda r: r["start_time"], reverse=True)[:limit]
+        return [FlowStatusRow(**{**r, "status": FlowState(r["status"])}) for r in rows]
 
     def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]:
         if not _readable(self.changelog):
             return []
-        rows = self.changelog.read().where(F.col("job") == job).orderBy(F.desc("changed_at")).limit(limit).collect()
-        return [CheckpointChange(**r.asDict()) for r in rows]
+        rows = sorted(self.changelog.rows(job=job), key=lambda r: r["changed_at"], reverse=True)[:limit]
+        return [CheckpointChange(**r) for r in rows]
 
     def append_log(self, rows: list[LogRow]) -> None:
         self.log.append(asdict(r) for r in rows)
@@ -143,8 +138,7 @@ class DeltaMetadataStore(MetadataStore):
     def read_log(self, job: str) -> list[LogRow]:
         if not _readable(self.log):
             return []
-        rows = self.log.read().where(F.col("job") == job).collect()
-        return sorted((LogRow(**r.asDict()) for r in rows), key=lambda r: (r.at, r.batch))
+        return sorted((LogRow(**r) for r in self.log.rows(job=job)), key=lambda r: (r.at, r.batch))
 
 
 def _readable(table: MetaTable) -> bool:
@@ -154,14 +148,17 @@ def _readable(table: MetaTable) -> bool:
     return True
 
 
-def _latest(frame: DataFrame) -> list[Row]:
-    """The newest row per ``(job, dag, scope, dataset)``, computed by Spark (the table only grows)."""
-    key = Window.partitionBy("job", "dag", "scope", "dataset").orderBy(F.desc("committed_at"), F.desc("run_id"))
-    return frame.withColumn("_n", F.row_number().over(key)).where("_n = 1").drop("_n").collect()
+def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest row per ``(job, dag, scope, dataset)`` (by commit time, then run id; the table
+    only grows)."""
+    newest: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (r["committed_at"], r["run_id"] or "")):
+        newest[(row["job"], row["dag"], row["scope"], row["dataset"])] = row
+    return list(newest.values())
 
 
-def _state(row: Row) -> DatasetState:
-    data: dict[str, Any] = row.asDict()
+def _state(row: dict[str, Any]) -> DatasetState:
+    data = dict(row)
     data.pop("watermark_kind", None)
     data["watermark"] = watermarks.parse(data["watermark"])
     return DatasetState(**data)

@@ -81,8 +81,12 @@ class TestInMemoryMetadataStore(MetadataStoreContract):
 
 
 class TestDeltaMetadataStore(MetadataStoreContract):
-    @pytest.fixture(autouse=True)
-    def _spark(self, spark: Any, lake: Path) -> None:
+    """Both ways to the tables: delta-rs (local warehouses) and Spark (any other file system)."""
+
+    @pytest.fixture(autouse=True, params=["delta-rs", "spark"])
+    def _spark(self, request: Any, spark: Any, lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("ENGINE_METADATA_IO", request.param)
+        self.io = request.param
         self.spark = spark
         self.root = lake / "_engine"
 
@@ -113,3 +117,19 @@ class TestDeltaMetadataStore(MetadataStoreContract):
         self.spark.sql(f"ALTER TABLE delta.`{self.root / 'state'}` SET TBLPROPERTIES ('engine.schema_version' = '2')")
         with pytest.raises(ConfigError, match="state table was written by a newer engine"):
             DeltaMetadataStore(self.spark, str(self.root)).load_state("j", "d")
+
+    def test_rows_written_one_way_are_read_the_other(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from engine.state.delta_store import DeltaMetadataStore
+
+        writer = self.store()
+        assert type(writer.state).__name__ == ("LocalMetaTable" if self.io == "delta-rs" else "MetaTable")
+        writer.save_state([state("a", LongWatermark(1), 1), state("a", LongWatermark(2), 2)])
+        writer.add_job_status([status("r1", "a", 1)])
+        monkeypatch.setenv("ENGINE_METADATA_IO", "delta-rs" if self.io == "spark" else "spark")
+        reader = DeltaMetadataStore(self.spark, str(self.root)).ensure()
+        assert type(reader.state) is not type(writer.state)
+        assert reader.load_state("j", "d")["a"].watermark == LongWatermark(2)
+        assert reader.load_state("j", "d")["a"].committed_at == T0 + timedelta(minutes=2)
+        assert [(r.run_id, r.start_time) for r in reader.job_status("j")] == [("r1", T0 + timedelta(minutes=1))]
+        reader.save_state([state("a", LongWatermark(3), 3)])
+        assert writer.load_state("j", "d")["a"].watermark == LongWatermark(3)

@@ -45,8 +45,9 @@ class TestInMemoryRunStore(RunStoreContract):
 
 
 class TestDeltaRunStore(RunStoreContract):
-    @pytest.fixture(autouse=True)
-    def _spark(self, spark: Any, lake: Path) -> None:
+    @pytest.fixture(autouse=True, params=["delta-rs", "spark"])
+    def _spark(self, request: Any, spark: Any, lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("ENGINE_METADATA_IO", request.param)
         self.spark = spark
         self.path = str(lake / "_engine" / "runs")
 
