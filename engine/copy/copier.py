@@ -2,12 +2,17 @@
 runtime ships :func:`copy_items` to Spark tasks, each with a bin of files balanced by size.
 
 Each file streams through a fixed-size buffer (and the byte transforms) into staging next to the
-target, ``<target root>/_engine_staging/<job>.<dag>/<stage key>/...``; then sizes are checked (the
-bytes read against the listing, the staged files against the bytes written), the checksum when
-asked (the staged copy is read back), attributes are set, and a marker
-``<stage key>.json`` records the outputs. A file whose marker is there with its outputs intact is
-*reused*: a later run publishes it without copying it again. A file that fails leaves no staged
-bytes behind (disk space) and no marker, and its message names the file.
+target: ``<target root>/_engine_staging/<job>.<dag>/<stage key>`` (an archive's members under
+``<stage key>/``). Then sizes are checked (the bytes read against the listing, the staged files
+against the bytes written), the checksum when asked (the staged copy is read back), and
+attributes are set. Each task keeps a *journal* of the files it finished: JSON lines in
+``<staging>/<token>.<n>.jsonl``, written every :data:`JOURNAL_EVERY` files or
+:data:`JOURNAL_SECONDS` and when the task ends, each part written whole (temporary name, then a
+rename). Before copying, the driver reads the journals (:func:`staged_entries`): a file with an
+entry made the same way whose staged outputs are intact is *reused*, not copied again. A file
+that fails leaves no staged bytes behind (disk space) and no entry, and its message names the
+file. One staging file per copied file and one journal write per many files keep small files
+cheap (``cp`` creates only the file).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import posixpath
 import shutil
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -77,20 +83,151 @@ class Copied:
     block: int | None = None
 
 
+JOURNAL_EVERY = 512
+JOURNAL_SECONDS = 2.0
+LAYOUT = 2
+"""Staging layout version, part of every entry's ``made``: entries of another layout are ignored."""
+
+
+class Journal:
+    """The journal of one task (or of the driver): entries of staged files, flushed in parts."""
+
+    def __init__(self, options: CopyOptions) -> None:
+        self.options = options
+        self.token = uuid.uuid4().hex
+        self.parts = 0
+        self.pending: list[str] = []
+        self.flushed = time.monotonic()
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.pending.append(json.dumps(entry, separators=(",", ":")))
+        if len(self.pending) >= JOURNAL_EVERY or time.monotonic() - self.flushed >= JOURNAL_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.flushed = time.monotonic()
+        if not self.pending:
+            return
+        path = f"{self.options.staging}/{self.token}.{self.parts}.jsonl"
+        body = "".join(line + "\n" for line in self.pending).encode()
+        self.pending = []
+        with contextlib.suppress(OSError):  # (disk full) lost entries only mean copying again next run
+            _write_whole(self.options, path, body)
+            self.parts += 1
+
+
+def _write_whole(options: CopyOptions, path: str, body: bytes) -> None:
+    tmp = f"{path}.tmp"
+    if options.target.local:
+        with open(tmp, "wb") as out:
+            out.write(body)
+        os.replace(tmp, path)
+        return
+    fs = options.target.fs
+    with fs.open_output_stream(tmp, compression=None) as stream:
+        stream.write(body)
+    fs.move(tmp, path)
+
+
+def staged_entries(options: CopyOptions) -> dict[str, dict[str, Any]]:
+    """Every journal entry in staging made as ``options`` make files now, by stage key (the
+    driver reads them once per run; unreadable parts and lines are skipped: their files are
+    copied again)."""
+    fs = options.target.fs
+    made = _made(options)
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        infos = fs.get_file_info(_selector(options.staging))
+    except (FileNotFoundError, OSError):
+        return found
+    for info in infos:
+        if not info.path.endswith(".jsonl"):
+            continue
+        try:
+            with fs.open_input_stream(info.path, compression=None) as raw:
+                lines = raw.read().decode().splitlines()
+        except (FileNotFoundError, OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("made") == made and "key" in entry:
+                found[str(entry["key"])] = entry
+    return found
+
+
+def _selector(path: str) -> Any:
+    from pyarrow import fs as pafs
+
+    return pafs.FileSelector(path, allow_not_found=True, recursive=False)
+
+
+def reusable(options: CopyOptions, item: CopyItem, entry: dict[str, Any] | None) -> Copied | None:
+    """The file of ``item`` as staged by an earlier run, if its entry's outputs are all there
+    with their sizes."""
+    if entry is None:
+        return None
+    fs = options.target.fs
+    for name, size in entry.get("staged", []):
+        path = staged_path(options, item.file.stage_key, name)
+        if options.target.local:
+            try:
+                found = os.stat(path).st_size
+            except OSError:
+                return None
+        else:
+            found = fs.get_file_info(path).size
+        if found != size:
+            return None
+    return _result(
+        item, REUSED, outputs=[(o, n) for o, n in entry["outputs"]], staged=[(o, n) for o, n in entry["staged"]]
+    )
+
+
 def copy_items(
     options: CopyOptions, items: Iterable[CopyItem], progress: Callable[[int, int], None] = lambda files, b: None
 ) -> Iterator[Copied]:
     """Copy each item; one failing does not stop the others. ``progress(files, bytes)`` after each."""
-    for item in items:
-        started = time.monotonic()
-        try:
-            done = _copy(options, item)
-        except Exception as exc:
-            _discard(options, item)
-            done = _result(item, FAILED, error=f"{options.source.display(item.file.path)}: {_first_line(exc)}")
-        done.seconds = time.monotonic() - started
-        progress(1 if item.block is None or done.status == FAILED else 0, done.bytes_read)
-        yield done
+    journal = Journal(options)
+    writable: set[str] = set()
+    try:
+        for item in items:
+            started = time.monotonic()
+            try:
+                if not writable:  # the first file: staging is made once per task
+                    _make_dir(options, options.staging)
+                done = _copy(options, item, writable)
+            except Exception as exc:
+                _discard(options, item)
+                done = _result(item, FAILED, error=f"{options.source.display(item.file.path)}: {_first_line(exc)}")
+            done.seconds = time.monotonic() - started
+            if done.status == COPIED and item.block is None:
+                journal.add(_entry(options, item.file, done.staged, done.outputs))
+            progress(1 if item.block is None or done.status == FAILED else 0, done.bytes_read)
+            yield done
+    finally:
+        journal.flush()
+
+
+def _entry(
+    options: CopyOptions, f: CopyableFile, staged: list[tuple[str, int]], outs: list[tuple[str, int]]
+) -> dict[str, Any]:
+    return {
+        "key": f.stage_key,
+        "guid": f.guid,
+        "staged": [[o, n] for o, n in staged],
+        "outputs": [[o, n] for o, n in outs],
+        "made": _made(options),
+    }
+
+
+def _make_dir(options: CopyOptions, path: str) -> None:
+    if options.target.local:
+        os.makedirs(path, exist_ok=True)
+    else:
+        options.target.fs.create_dir(path, recursive=True)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -105,50 +242,38 @@ def _result(item: CopyItem, status: str, **kw: Any) -> Copied:
     )
 
 
-def marker_path(options: CopyOptions, key: str, block: int | None = None) -> str:
-    return f"{options.staging}/{key}.json" if block is None else f"{options.staging}/{key}.part{block}.json"
+def marker_path(options: CopyOptions, key: str, block: int) -> str:
+    """The marker of one copied block of a split file."""
+    return f"{options.staging}/{key}.part{block}.json"
 
 
 def staged_path(options: CopyOptions, key: str, name: str) -> str:
-    return f"{options.staging}/{key}/{name}"
+    """Where an output is staged: ``<key>`` for a file's single output (``name`` empty), else
+    ``<key>/<name>`` (an archive's members)."""
+    return f"{options.staging}/{key}/{name}" if name else f"{options.staging}/{key}"
 
 
-def read_marker(options: CopyOptions, key: str, block: int | None = None) -> dict[str, Any] | None:
-    """A staged file's marker if it was staged as ``options`` stage it now and its outputs are all
-    there with their sizes."""
+def read_block_marker(options: CopyOptions, key: str, block: int, span: list[int]) -> bool:
+    """Whether block ``block`` of a split file was copied by an earlier run over the same range."""
     fs = options.target.fs
     try:
         with fs.open_input_stream(marker_path(options, key, block), compression=None) as raw:
             marker: dict[str, Any] = json.loads(raw.read())
     except (FileNotFoundError, OSError, ValueError):
-        return None
-    if marker.get("made") != _made(options):
-        return None
-    for name, size in marker.get("staged", []):
-        info = fs.get_file_info(staged_path(options, key, name))
-        if info.size != size:
-            return None
-    return marker
+        return False
+    return bool(marker.get("made") == _made(options) and marker.get("range") == span)
 
 
-def _copy(options: CopyOptions, item: CopyItem) -> Copied:
+def _copy(options: CopyOptions, item: CopyItem, writable: set[str]) -> Copied:
     f = item.file
-    block = item.block[0] if item.block else None
-    marker = read_marker(options, f.stage_key, block)
     if item.block is not None:
-        whole = read_marker(options, f.stage_key)  # the blocks were joined and checked by an earlier run
-        if whole is None and marker is not None and marker.get("range") != list(item.block[1:]):
-            marker = None  # staged under another block size
-        elif whole is not None:
-            marker = {"outputs": [], "staged": []}
-    if marker is not None:
-        return _result(
-            item, REUSED, outputs=[(o, n) for o, n in marker["outputs"]], staged=[(o, n) for o, n in marker["staged"]]
-        )
-    _discard(options, item)
-    _check_writable(options, item)
-    if item.block is not None:
+        index, offset, length = item.block
+        if read_block_marker(options, f.stage_key, index, [offset, length]):
+            return _result(item, REUSED)
+        _check_writable(options, item, writable)
         return _copy_block(options, item)
+    _discard(options, item)
+    _check_writable(options, item, writable)
     directory = posixpath.dirname(f.relative)
     fast = (
         is_identity(list(options.chain))
@@ -156,29 +281,23 @@ def _copy(options: CopyOptions, item: CopyItem) -> Copied:
         and options.target.local
         and options.checksum == "none"
     )
-    name = posixpath.basename(f.target) if not options.chain or not _unpacking(options) else ""
     if fast:
-        staged = staged_path(options, f.stage_key, name)
-        os.makedirs(posixpath.dirname(staged), exist_ok=True)
+        staged = staged_path(options, f.stage_key, "")
         shutil.copyfile(f.path, staged)  # sendfile / copy_file_range in the kernel, as cp does
         written = os.path.getsize(staged)
         if written != f.size:
             raise OSError(f"read {written} bytes, the listing said {f.size}: the file changed while being copied")
-        outs = [(name, written, "")]
+        outs = [("", written, "")]
         read = written
     else:
         outs, read = _stream(options, f)
     _unchanged(options, f, read)
-    for out_name, size, digest in outs:
-        _verify(options, f, staged_path(options, f.stage_key, out_name), size, digest)
+    if not fast:
+        for out_name, size, digest in outs:
+            _verify(options, f, staged_path(options, f.stage_key, out_name), size, digest)
     _attributes(options, f, [staged_path(options, f.stage_key, o) for o, _, _ in outs])
-    results = [(posixpath.join(directory, o), n) for o, n, _ in outs]
-    _write_marker(
-        options,
-        f.stage_key,
-        None,
-        {"guid": f.guid, "staged": [[o, n] for o, n, _ in outs], "outputs": [[o, n] for o, n in results]},
-    )
+    single = posixpath.basename(f.target)
+    results = [(posixpath.join(directory, o or single), n) for o, n, _ in outs]
     return _result(
         item,
         COPIED,
@@ -221,9 +340,12 @@ def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int,
     out: list[tuple[str, int, str]] = []
     with options.source.fs.open_input_stream(f.path, compression=None) as raw:
         counting = _Counting(raw)
+        unpacking = _unpacking(options)
         for o in outputs(posixpath.basename(f.path), counting, list(options.chain), buffer_size=options.buffer_size):  # type: ignore[arg-type]
-            path = staged_path(options, f.stage_key, o.name)
-            fs.create_dir(posixpath.dirname(path), recursive=True)
+            name = o.name if unpacking else ""
+            path = staged_path(options, f.stage_key, name)
+            if unpacking:
+                fs.create_dir(posixpath.dirname(path), recursive=True)
             hasher = _hasher(options.checksum)
             size = 0
             with fs.open_output_stream(path, compression=None) as sink:
@@ -232,7 +354,7 @@ def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int,
                     size += len(chunk)
                     if hasher is not None:
                         hasher.update(chunk)
-            out.append((o.name, size, _digest(hasher)))
+            out.append((name, size, _digest(hasher)))
             if o.mode is not None or o.mtime is not None:
                 _member_attributes(options, path, o.mode, o.mtime)
         while counting.read(options.buffer_size):  # an archive's trailing blocks: count the whole file
@@ -242,10 +364,15 @@ def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int,
 
 def _unchanged(options: CopyOptions, f: CopyableFile, read: int) -> None:
     """Fail the copy if the source changed while it was read (appended, truncated, rewritten)."""
-    info = options.source.fs.get_file_info(f.path)
-    if read != f.size or info.size != f.size or info.mtime_ns != f.mtime_ns:
+    if options.source.local:
+        st = os.stat(f.path)
+        size, mtime_ns = st.st_size, st.st_mtime_ns
+    else:
+        info = options.source.fs.get_file_info(f.path)
+        size, mtime_ns = info.size, info.mtime_ns
+    if read != f.size or size != f.size or mtime_ns != f.mtime_ns:
         raise OSError(
-            f"read {read} bytes, the listing said {f.size} (now {info.size} bytes): the file changed while being copied"
+            f"read {read} bytes, the listing said {f.size} (now {size} bytes): the file changed while being copied"
         )
 
 
@@ -254,9 +381,7 @@ def _copy_block(options: CopyOptions, item: CopyItem) -> Copied:
     f = item.file
     assert item.block is not None
     index, offset, length = item.block
-    name = posixpath.basename(f.target)
-    path = staged_path(options, f.stage_key, name)
-    os.makedirs(posixpath.dirname(path), exist_ok=True)
+    path = staged_path(options, f.stage_key, "")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     source_hash, done = _hasher(options.checksum), 0
     try:
@@ -283,26 +408,29 @@ def _copy_block(options: CopyOptions, item: CopyItem) -> Copied:
                 left -= len(chunk)
         if _digest(staged_hash) != _digest(source_hash):
             raise OSError(f"{options.checksum} of block {index} differs between the source and the staged copy")
-    _write_marker(options, f.stage_key, index, {"guid": f.guid, "staged": [], "outputs": [], "range": [offset, length]})
+    _write_whole(
+        options,
+        marker_path(options, f.stage_key, index),
+        json.dumps({"guid": f.guid, "range": [offset, length], "made": _made(options)}).encode(),
+    )
     return _result(item, COPIED, bytes_read=done, bytes_written=done)
 
 
 def finish_split(options: CopyOptions, f: CopyableFile, blocks: int) -> list[tuple[str, int]]:
     """After every block of ``f`` is copied: check the staged file's size, set its attributes and
-    write its marker (the driver calls this)."""
-    name = posixpath.basename(f.target)
-    path = staged_path(options, f.stage_key, name)
+    journal it (the driver calls this)."""
+    path = staged_path(options, f.stage_key, "")
     size = os.path.getsize(path)
     if size != f.size:
         raise OSError(f"{options.source.display(f.path)}: the staged copy has {size} bytes, the source {f.size}")
     _attributes(options, f, [path])
-    outs = [(posixpath.join(posixpath.dirname(f.relative), name), size)]
-    _write_marker(
-        options, f.stage_key, None, {"guid": f.guid, "staged": [[name, size]], "outputs": [[o, n] for o, n in outs]}
-    )
-    for index in range(blocks):  # the joined file's marker replaces the blocks'
+    outs = [(f.target, size)]
+    journal = Journal(options)
+    journal.add(_entry(options, f, [("", size)], outs))
+    journal.flush()
+    for index in range(blocks):  # the joined file's entry replaces the blocks' markers
         with contextlib.suppress(FileNotFoundError):
-            options.target.fs.delete_file(marker_path(options, f.stage_key, index))
+            os.remove(marker_path(options, f.stage_key, index))
     return outs
 
 
@@ -312,6 +440,7 @@ def _made(options: CopyOptions) -> str:
     run that failed is reused only if the next run would stage the same; after the config changed,
     it is copied again. Secrets are masked in the dump: a changed passphrase alone goes unnoticed."""
     made = {
+        "layout": LAYOUT,
         "chain": [t.model_dump(mode="json") for t in options.chain],
         "attributes": [options.permissions, options.preserve_permissions, options.preserve_mtime],
         "owner": [options.uid, options.gid],
@@ -319,42 +448,45 @@ def _made(options: CopyOptions) -> str:
     return hashlib.sha1(json.dumps(made, sort_keys=True).encode()).hexdigest()
 
 
-def _write_marker(options: CopyOptions, key: str, block: int | None, body: dict[str, Any]) -> None:
-    fs = options.target.fs
-    path = marker_path(options, key, block)
-    tmp = f"{path}.tmp"
-    with fs.open_output_stream(tmp, compression=None) as out:
-        out.write(json.dumps({**body, "made": _made(options)}).encode())
-    fs.move(tmp, path)
-
-
 def _discard(options: CopyOptions, item: CopyItem) -> None:
     """Remove what a failed or interrupted copy of ``item`` left in staging."""
-    fs = options.target.fs
-    key = item.file.stage_key
+    if item.block is not None:
+        return
+    path = staged_path(options, item.file.stage_key, "")
     try:
-        if item.block is None:
-            info = fs.get_file_info(f"{options.staging}/{key}")
-            if info.type.name == "Directory":
-                fs.delete_dir(info.path)
-            for path in (marker_path(options, key), f"{marker_path(options, key)}.tmp"):
-                if fs.get_file_info(path).type.name == "File":
-                    fs.delete_file(path)
+        if options.target.local:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+            except (IsADirectoryError, PermissionError):  # an archive's members (EISDIR, or EPERM)
+                shutil.rmtree(path, ignore_errors=True)
+            return
+        fs = options.target.fs
+        info = fs.get_file_info(path)
+        if info.type.name == "Directory":
+            fs.delete_dir(path)
+        elif info.type.name == "File":
+            fs.delete_file(path)
     except OSError:
         pass
 
 
-def _check_writable(options: CopyOptions, item: CopyItem) -> None:
-    """Fail early, before any byte is copied, when the target directory cannot be written."""
+def _check_writable(options: CopyOptions, item: CopyItem, checked: set[str]) -> None:
+    """Fail early, before any byte is copied, when the target directory cannot be written
+    (checked once per directory and task)."""
     if not options.target.local:
         return
     directory = posixpath.dirname(posixpath.join(item.target_root, item.file.target))
+    if directory in checked:
+        return
     probe = directory
     while probe and not os.path.exists(probe):
         probe = os.path.dirname(probe)
     if probe and (not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK)):
         what = "is not a directory" if not os.path.isdir(probe) else "is not writable"
         raise PermissionError(f"cannot publish into {directory}: {probe} {what}")
+    checked.add(directory)
 
 
 def _hasher(algorithm: str) -> Any | None:

@@ -1,7 +1,9 @@
 """The commit steps of copy jobs (Gobblin's CopyPublisher), stored in the commit log like any other:
 
 - :class:`PublishFileSet`: move one file set's staged files into place (creating parent
-  directories with the configured attributes) and drop their staging markers.
+  directories with the configured attributes).
+- :class:`ClearStaging`: remove the DAG's staging directory (journals, leftovers) once every
+  file set of the batch is published.
 - :class:`DeleteTargetFiles`: propagate deletions at the source.
 - :class:`WriteEvents`: one JSON line per published file set, in a file of its own per batch.
 
@@ -11,12 +13,9 @@ looked up in :data:`LOCATIONS` (registered by the copy DAGs of the running job) 
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import posixpath
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -68,19 +67,22 @@ class PublishFileSet(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(self.target)
-        keys = {str(k) for k, *_ in self.files}
-        return not any(_exists(loc, f"{self.staging}/{k}.json") for k in keys) and all(
-            _size(loc, str(dst)) == size for _, _, dst, size in self.files
+        return all(
+            not _exists(loc, staged_file(self.staging, str(key), str(name))) and _size(loc, str(dst)) == size
+            for key, name, dst, size in self.files
         )
 
     def execute(self, ctx: StepContext) -> None:
         loc = location(self.target)
         created: set[str] = set()
         half = len(self.files) // 2
+        members: set[str] = set()
         for i, (key, name, dst, size) in enumerate(self.files):
             if i == half:
                 ctx.midway()
-            staged = f"{self.staging}/{key}/{name}"
+            staged = staged_file(self.staging, str(key), str(name))
+            if name:
+                members.add(str(key))
             if _exists(loc, staged):
                 self._parents(loc, posixpath.dirname(str(dst)), created)
                 if loc.local:
@@ -92,20 +94,12 @@ class PublishFileSet(CommitStep):
                     f"file set `{self.file_set or self.dataset}`: staged file {staged} is missing and "
                     f"{loc.display(str(dst))} does not hold its {size} bytes"
                 )
-        keys = sorted({str(k) for k, *_ in self.files})
-        if loc.local:
-            # Removing a marker or a directory sleeps in the file system; on a busy machine each
-            # wake-up also waits for a CPU (20,000 small files on a loaded 2-core VM: 70 s in one
-            # thread, 7 s in eight). The waits overlap across threads.
-            with ThreadPoolExecutor(max_workers=min(8, len(keys) or 1), thread_name_prefix="unstage") as pool:
-                list(pool.map(functools.partial(_unstage, self.staging), keys))
-            return
-        for key in keys:
-            marker = f"{self.staging}/{key}.json"
-            if _exists(loc, marker):
-                loc.fs.delete_file(marker)
-            if loc.fs.get_file_info(f"{self.staging}/{key}").type.name == "Directory":
-                loc.fs.delete_dir(f"{self.staging}/{key}")
+        for key in sorted(members):  # an archive's emptied member directories
+            directory = f"{self.staging}/{key}"
+            if loc.local:
+                shutil.rmtree(directory, ignore_errors=True)
+            elif loc.fs.get_file_info(directory).type.name == "Directory":
+                loc.fs.delete_dir(directory)
 
     def _parents(self, loc: Location, directory: str, created: set[str]) -> None:
         if directory in created:
@@ -135,17 +129,29 @@ class PublishFileSet(CommitStep):
         return f"publish {which}dataset `{self.dataset}`: {len(self.files)} file(s) into {self.target}"
 
 
-def _unstage(staging: str, key: str) -> None:
-    """Remove a published file's marker and its staging directory (local targets): two calls
-    when, as usual, the directory is already empty."""
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(f"{staging}/{key}.json")
-    try:
-        os.rmdir(f"{staging}/{key}")
-    except FileNotFoundError:
-        pass
-    except OSError:  # not empty: an archive's directories
-        shutil.rmtree(f"{staging}/{key}", ignore_errors=True)  # its files were moved out
+def staged_file(staging: str, key: str, name: str) -> str:
+    """Where a staged output waits (as :func:`engine.copy.copier.staged_path` puts it)."""
+    return f"{staging}/{key}/{name}" if name else f"{staging}/{key}"
+
+
+@dataclass
+class ClearStaging(CommitStep):
+    kind: ClassVar[str] = "copy_clear_staging"
+    target: str
+    staging: str
+
+    def verify(self, ctx: StepContext) -> bool:
+        return not _exists(location(self.target), self.staging)
+
+    def execute(self, ctx: StepContext) -> None:
+        loc = location(self.target)
+        if loc.local:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        elif loc.fs.get_file_info(self.staging).type.name == "Directory":
+            loc.fs.delete_dir(self.staging)
+
+    def describe(self) -> str:
+        return f"clear the staging directory {self.staging}"
 
 
 @dataclass

@@ -30,7 +30,18 @@ from engine.commit.killpoints import kill_point
 from engine.commit.steps import CommitStep
 from engine.converters.base import first_line
 from engine.copy import manifest
-from engine.copy.copier import COPIED, FAILED, REUSED, Copied, CopyItem, CopyOptions, copy_items, finish_split
+from engine.copy.copier import (
+    COPIED,
+    FAILED,
+    REUSED,
+    Copied,
+    CopyItem,
+    CopyOptions,
+    copy_items,
+    finish_split,
+    reusable,
+    staged_entries,
+)
 from engine.copy.fs import resolve
 from engine.copy.listing import (
     STAGING,
@@ -44,7 +55,7 @@ from engine.copy.listing import (
     list_source,
     target_files,
 )
-from engine.copy.steps import DeleteTargetFiles, PublishFileSet, WriteEvents, register
+from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
 from engine.copy.tasks import blocks, pack
 from engine.runtime.jobdag import DagPlan, DagResult, DatasetOutcome
 from engine.runtime.scope import DagScope
@@ -244,18 +255,28 @@ class CopyDag:
         units = {u.dataset: u for u in plan.units}
         work = [x for x in self.listings.values() if x.copy and not x.error]
         items: list[CopyItem] = []
+        reused: list[Copied] = []
         split = self.conf.split
+        entries = staged_entries(self.options) if work else {}  # what earlier runs staged
         for listing in work:
             for f in listing.copy:
-                if split.enabled and f.size >= int(split.min_size):
+                item = CopyItem(f, listing.dataset.target)
+                found = reusable(self.options, item, entries.get(f.stage_key))
+                if found is not None:
+                    reused.append(found)
+                elif split.enabled and f.size >= int(split.min_size):
                     items += blocks(f, listing.dataset.target, block_size=int(split.block_size))
                 else:
-                    items.append(CopyItem(f, listing.dataset.target))
+                    items.append(item)
+        if reused:
+            log.info("dag %s: %d file(s) staged by an earlier run are reused", self.name, len(reused))
         copied = self._copy(spark, items, on_read) if items else []
         if self._stop.is_set():
             return self.cancelled(plan.units, started)
         kill_point("after_staging", self.name)
-        return self._publish(batch, units, self._by_file(copied, items), started)
+        results = self._by_file(copied, items)
+        results.update({c.key: c for c in reused})
+        return self._publish(batch, units, results, started)
 
     def _copy(self, spark: SparkSession, items: list[CopyItem], on_read: Callable[[int], None]) -> list[Copied]:
         sc = spark.sparkContext
@@ -354,7 +375,7 @@ class CopyDag:
                 first,
                 status=status,
                 outputs=outputs,
-                staged=[(posixpath.basename(f.target), f.size)],
+                staged=[("", f.size)],
                 bytes_read=sum(c.bytes_read for c in blocks_done),
                 bytes_written=sum(c.bytes_written for c in blocks_done),
                 block=None,
@@ -424,6 +445,8 @@ class CopyDag:
                 DatasetOutcome(unit, status, message, records=len(published), start_time=now, end_time=utcnow())
             )
             ds_metrics.update(published=len(published), mb=round(copied_bytes / 1e6, 3))
+        if steps and not failed_sets and not hold:  # nothing left to reuse: journals and leftovers go
+            steps.append(ClearStaging(self.target.url, self.options.staging))
         if events and self.spec.events_dir:
             register(resolve(self.spec.events_dir))
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.job}.{self.name}.b{batch.number:06d}.{self.run_id}.jsonl")

@@ -201,9 +201,7 @@ class LocalMetaTable(MetaTable):
         listed = list(rows)
         if listed:
             table = pa.Table.from_pylist([{n: r[n] for n in names} for r in listed], schema=self.arrow)
-            retry_conflicts(
-                lambda: write_deltalake(self.local, table, mode="append"), what=f"appending to {self.what}"
-            )
+            retry_conflicts(lambda: write_deltalake(self.local, table, mode="append"), what=f"appending to {self.what}")
         return len(listed)
 
     def rows(self, **equals: str) -> list[dict[str, Any]]:

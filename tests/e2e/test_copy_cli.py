@@ -125,9 +125,10 @@ def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_wa
     assert "killed at mid_copy" in output(killed)
     expected = checksums(source)
     # publishing starts only once every file is staged: the target holds no file of any set (so no
-    # partial one); what was copied waits in staging, each verified file with its marker
+    # partial one); what was copied waits in staging, each verified file in its task's journal
     assert checksums(dst) == {}
-    marked = [f for f in staged_files(dst) if f.endswith(".json")]
+    keys = {json.loads(line)["key"] for p in (dst / STAGING).rglob("*.jsonl") for line in p.read_text().splitlines()}
+    marked = [f for f in staged_files(dst) if f.split("/")[-1] in keys]
     assert 0 < len(marked) < len(expected), f"the kill landed halfway: {len(marked)} of {len(expected)} staged"
 
     rerun = submit("job=replica", f"warehouse={wh}", jobs=jobs)
@@ -135,7 +136,7 @@ def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_wa
     assert summary(rerun)["status"] == "SUCCEEDED"
     stats = copy_stats(rerun)
     # every file staged and verified before the kill is published without copying it again; a
-    # file whose task was cut off (no marker) is copied from scratch
+    # file whose task was cut off (not journaled yet) is copied from scratch
     assert (stats["files_reused"], stats["files_copied"]) == (len(marked), len(expected) - len(marked))
     assert checksums(dst) == expected
     assert staged_files(dst) == []
