@@ -434,18 +434,23 @@ def finish_split(options: CopyOptions, f: CopyableFile, blocks: int) -> list[tup
     return outs
 
 
-def _made(options: CopyOptions) -> str:
-    """What the staged copy depends on besides the source file (whose guid is in the stage key): the
-    transforms (an encrypt's recipients, a gzip's level, ...) and the attributes. A file staged by a
-    run that failed is reused only if the next run would stage the same; after the config changed,
-    it is copied again. Secrets are masked in the dump: a changed passphrase alone goes unnoticed."""
+def recipe(options: CopyOptions) -> str:
+    """How a copy is made besides the source file (whose guid is in the stage key): the transforms
+    (an encrypt's recipients, a gzip's level, ...) and the attributes. Recorded in the manifest
+    with each published file, so a changed config copies the files again; secrets are masked in
+    the dump: a changed passphrase alone goes unnoticed."""
     made = {
-        "layout": LAYOUT,
         "chain": [t.model_dump(mode="json") for t in options.chain],
         "attributes": [options.permissions, options.preserve_permissions, options.preserve_mtime],
         "owner": [options.uid, options.gid],
     }
     return hashlib.sha1(json.dumps(made, sort_keys=True).encode()).hexdigest()
+
+
+def _made(options: CopyOptions) -> str:
+    """What a staged file depends on: :func:`recipe` and the staging layout. A file staged by a run
+    that failed is reused only if the next run would stage the same."""
+    return hashlib.sha1(f"{LAYOUT}:{recipe(options)}".encode()).hexdigest()
 
 
 def _discard(options: CopyOptions, item: CopyItem) -> None:

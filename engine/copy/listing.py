@@ -141,6 +141,9 @@ class Matcher:
             return False
         return not self._any(self.exclude, rel)
 
+    def excluded(self, rel: str) -> bool:
+        return self._any(self.exclude, rel)
+
 
 # -- partitions ----------------------------------------------------------------------------------
 
@@ -312,16 +315,21 @@ def diff(
     partitions: set[str] | None,
     target_files: dict[str, tuple[int, int]],
     manifest: dict[str, Entry],
+    made: str = "",
 ) -> DatasetListing:
     """What to copy, keep and delete for one dataset. ``target_files``: the dataset's target
-    files (relative path -> size, modification time in ns); ``manifest``: the last run's entries."""
+    files (relative path -> size, modification time in ns); ``manifest``: the last run's entries;
+    ``made``: how copies are made now (an entry made otherwise is copied again; an adopted one,
+    made by someone else, is not)."""
     listing = DatasetListing(dataset, source_files=len(files))
     plain = not conf.transforms
+    _refuse_shared_outputs(dataset, files, unpacks(conf))
     for f in files:
         entry = manifest.get(f.relative)
         if (
             entry is not None
             and entry.guid == f.guid
+            and (not entry.made or not made or entry.made == made)
             and all(target_files.get(o, (-1,))[0] == n for o, n in entry.outputs)
         ):
             listing.kept[f.relative] = entry
@@ -337,6 +345,22 @@ def diff(
     return listing
 
 
+def _refuse_shared_outputs(dataset: Dataset, files: list[CopyableFile], unpacking: bool) -> None:
+    """Two source files that would land on one target path (``x.csv`` and ``x.csv.gz`` with
+    gunzip) make a job that flip-flops between them: refuse the dataset, naming both. Archive
+    members are only known once unpacked (checked after the copy)."""
+    if unpacking:
+        return
+    seen: dict[str, str] = {}
+    for f in files:
+        other = seen.setdefault(f.target, f.relative)
+        if other != f.relative:
+            raise ListingError(
+                f"dataset `{dataset.name}`: {other} and {f.relative} would both be copied to {f.target}; "
+                "exclude one of them (`copy.exclude`) or copy them with different transforms in separate DAGs"
+            )
+
+
 def _deletions(
     conf: CopyConf,
     listing: DatasetListing,
@@ -350,9 +374,10 @@ def _deletions(
     expected |= {o for f in listing.copy if (e := manifest.get(f.relative)) for o, _ in e.outputs}
     owned = [f.target + "/" for f in files if f.target] if unpacks(conf) else []
     layout = Layout(conf.datasets.layout) if isinstance(conf.datasets, DatePartitionedFinderConf) else None
+    keep_excluded = Matcher([], [] if conf.delete.excluded else conf.exclude)
     gone = []
     for rel in sorted(target_files):
-        if rel in expected or any(rel.startswith(p) for p in owned):
+        if rel in expected or any(rel.startswith(p) for p in owned) or keep_excluded.excluded(rel):
             continue
         if layout is not None and partitions is not None:
             partition = "/".join(rel.split("/")[: layout.depth])

@@ -1,5 +1,6 @@
 """A copy dataset's manifest: one JSON line per source file it published (path relative to the
-dataset, guid, size, modification time, and the outputs at the target with their sizes), gzipped.
+dataset, guid, size, modification time, the outputs at the target with their sizes, and how they
+were made), gzipped.
 
 A manifest is written before the commit sequence that publishes it, under a name of its own per
 batch, and becomes the dataset's state only through that sequence's watermark step, so a crash
@@ -24,23 +25,18 @@ class Entry:
     mtime_ns: int
     outputs: list[tuple[str, int]]
     """``(path relative to the dataset's target root, size)`` of each file it produced."""
+    made: str = ""
+    """How it was made (:func:`engine.copy.copier.recipe`); empty for a file adopted as found."""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "src": self.relative,
-                "guid": self.guid,
-                "size": self.size,
-                "mtime_ns": self.mtime_ns,
-                "out": self.outputs,
-            },
-            separators=(",", ":"),
-        )
+        body = {"src": self.relative, "guid": self.guid, "size": self.size, "mtime_ns": self.mtime_ns}
+        return json.dumps({**body, "out": self.outputs, "made": self.made}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, line: str) -> Entry:
         d = json.loads(line)
-        return cls(d["src"], d["guid"], int(d["size"]), int(d["mtime_ns"]), [(str(o), int(n)) for o, n in d["out"]])
+        outputs = [(str(o), int(n)) for o, n in d["out"]]
+        return cls(d["src"], d["guid"], int(d["size"]), int(d["mtime_ns"]), outputs, str(d.get("made", "")))
 
 
 def read(loc: Location, path: str) -> dict[str, Entry]:

@@ -161,10 +161,18 @@ class DeleteTargetFiles(CommitStep):
     dataset: str
     paths: list[str]
     """Paths within the target file system."""
+    root: str = ""
+    """The dataset's target root: directories the deletions empty are removed up to it (local
+    targets), so a directory deleted at the source can become a file."""
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(self.target)
-        return not any(_exists(loc, p) for p in self.paths)
+        if any(_exists(loc, p) for p in self.paths):
+            return False
+        if loc.local and self.root:  # and the directories they emptied are gone
+            parents = {posixpath.dirname(p) for p in self.paths if posixpath.dirname(p) != self.root.rstrip("/")}
+            return not any(os.path.isdir(d) and not os.listdir(d) for d in parents)
+        return True
 
     def execute(self, ctx: StepContext) -> None:
         loc = location(self.target)
@@ -176,9 +184,22 @@ class DeleteTargetFiles(CommitStep):
                     os.remove(path)
                 else:
                     loc.fs.delete_file(path)
+        if loc.local and self.root:
+            _prune(self.root, {posixpath.dirname(p) for p in self.paths})
 
     def describe(self) -> str:
         return f"delete {len(self.paths)} file(s) of dataset `{self.dataset}` no longer at the source"
+
+
+def _prune(root: str, directories: set[str]) -> None:
+    """Remove each of ``directories`` and its parents below ``root`` that are empty."""
+    for directory in sorted(directories, key=len, reverse=True):
+        while directory.startswith(root.rstrip("/") + "/"):
+            try:
+                os.rmdir(directory)
+            except OSError:  # not empty (or gone): its parents are not empty either
+                break
+            directory = posixpath.dirname(directory)
 
 
 @dataclass

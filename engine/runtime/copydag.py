@@ -39,6 +39,7 @@ from engine.copy.copier import (
     CopyOptions,
     copy_items,
     finish_split,
+    recipe,
     reusable,
     staged_entries,
 )
@@ -196,7 +197,8 @@ class CopyDag:
             try:
                 files, partitions = copyable_files(self.conf, ds, found, self.source.path)
                 previous = self._previous[ds.name] = self._manifest(low)
-                listing = diff(self.conf, ds, files, partitions, target_files(self.target, ds.target), previous)
+                on_target = target_files(self.target, ds.target)
+                listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
             except (ListingError, OSError) as exc:
                 listing = DatasetListing(ds, error=first_line(exc))
             self.listings[ds.name] = listing
@@ -391,6 +393,8 @@ class CopyDag:
         events: list[str] = []
         now = utcnow()
         full = self.spec.publish.policy == "full"
+        for listing in self.listings.values():
+            _fail_shared_outputs(listing, results)
         failures = [c for c in results.values() if c.status == FAILED]
         failed_sets = {(c.dataset, c.file_set) for c in failures}
         errors = [x.error for x in self.listings.values() if x.error]
@@ -409,6 +413,13 @@ class CopyDag:
                 continue
             sets = self._sets(listing, results)
             published: list[CopyableFile] = []
+            if not hold:  # deletions first: a directory deleted at the source may now be a file
+                copied_here = {o for c in results.values() if c.dataset == name for o, _ in c.outputs}
+                listing.delete = [rel for rel in listing.delete if rel not in copied_here]
+                if listing.delete:
+                    paths = [posixpath.join(listing.dataset.target, rel) for rel in listing.delete]
+                    steps.append(DeleteTargetFiles(self.target.url, name, paths, root=listing.dataset.target))
+                    metrics.files_deleted += len(listing.delete)
             for (ds, file_set), files in sorted(sets.items()):
                 if (ds, file_set) in failed_sets or hold:
                     continue
@@ -417,12 +428,6 @@ class CopyDag:
                 events.append(self._event(listing, file_set, files, results, batch, now))
             ds_failed = [c for c in failures if c.dataset == name]
             if not hold:
-                copied_here = {o for c in results.values() if c.dataset == name for o, _ in c.outputs}
-                listing.delete = [rel for rel in listing.delete if rel not in copied_here]
-                if listing.delete:
-                    paths = [posixpath.join(listing.dataset.target, rel) for rel in listing.delete]
-                    steps.append(DeleteTargetFiles(self.target.url, name, paths))
-                    metrics.files_deleted += len(listing.delete)
                 entries = self._entries(listing, published, results)
                 if published or listing.delete or _adopted(listing, unit.low):
                     path = self._manifest_path(name, batch.number)
@@ -557,7 +562,9 @@ class CopyDag:
                 entries[f.relative] = previous[f.relative]
         for f in published:
             c = results[f.stage_key]
-            entries[f.relative] = manifest.Entry(f.relative, f.guid, f.size, f.mtime_ns, list(c.outputs))
+            entries[f.relative] = manifest.Entry(
+                f.relative, f.guid, f.size, f.mtime_ns, list(c.outputs), recipe(self.options)
+            )
         return list(entries.values())
 
     def _manifest_path(self, dataset: str, batch: int) -> str:
@@ -599,6 +606,25 @@ class CopyDag:
         out = self._result(outcomes, time.monotonic() - result.seconds, metrics, message=message)
         out.status = "FAILED"
         return out
+
+
+def _fail_shared_outputs(listing: DatasetListing, results: dict[str, Copied]) -> None:
+    """Fail each copied file whose output lands where another file's does (archive members with
+    ``into = parent``, or a member named like a plain file): publishing both would let the last
+    one win, and the next run would copy the other again, forever."""
+    owner: dict[str, str] = {o: e.relative for e in listing.kept.values() for o, _ in e.outputs}
+    for f in listing.copy:
+        c = results.get(f.stage_key)
+        if c is None or c.status == FAILED:
+            continue
+        clash = next((o for o, _ in c.outputs if owner.get(o, f.relative) != f.relative), None)
+        if clash is not None:
+            results[f.stage_key] = replace(
+                c, status=FAILED, error=f"{f.relative} and {owner[clash]} would both be copied to {clash}"
+            )
+            continue
+        for o, _ in c.outputs:
+            owner[o] = f.relative
 
 
 def _adopted(listing: DatasetListing, low: object) -> bool:

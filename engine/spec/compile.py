@@ -7,6 +7,8 @@ Avro schemas, step names, and that every sink reads from a branch that exists.
 from __future__ import annotations
 
 import difflib
+import os
+import posixpath
 import re
 from collections import Counter
 from dataclasses import replace
@@ -68,6 +70,7 @@ def compile_job(
         dags = (_compile_dag(job_name, DagConf.model_validate(own), "job", ctx),)
     _check_dependencies(dags, file)
     _check_pools(job, dags, file)
+    _check_copy_places(dags, warehouse, file)
     return JobSpec(
         name=job_name,
         file=file,
@@ -261,6 +264,61 @@ def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Conte
         after=tuple(dag.after),
         pool=dag.pool,
     )
+
+
+def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, file: str | None) -> None:
+    """Refuse copy targets that overlap what they must not: their own source (every run would copy
+    its own output, or list and delete the source as target files), the engine's metadata, or the
+    same target of another copy DAG (or one inside a target whose DAG propagates deletions)."""
+    copies = [d for d in dags if isinstance(d, CopyDagSpec)]
+    metadata = _place(f"{warehouse.rstrip('/')}/_engine")
+    for d in copies:
+        key = f"{d.key}.copy.target"
+        target = _place(d.copy.target)
+        if _nested(target, _place(d.copy.source)):
+            raise ConfigError(
+                f"the target {d.copy.target} and the source {d.copy.source} overlap (one is, or lies inside, the "
+                "other): each run would copy its own output or treat the source as target files",
+                key=key,
+                file=file,
+            )
+        if _nested(target, metadata):
+            raise ConfigError(
+                f"the target {d.copy.target} overlaps the engine's metadata ({warehouse}/_engine)", key=key, file=file
+            )
+    for i, a in enumerate(copies):
+        for b in copies[i + 1 :]:
+            ta, tb = _place(a.copy.target), _place(b.copy.target)
+            outer = a if _inside(tb, ta) else b if _inside(ta, tb) else None
+            if ta == tb or (outer is not None and outer.copy.delete.enabled):
+                why = "the same target" if ta == tb else f"nested targets, and `{outer.name}` propagates deletions"  # type: ignore[union-attr]
+                raise ConfigError(
+                    f"copy DAGs `{a.name}` and `{b.name}` have {why} ({a.copy.target}, {b.copy.target}): "
+                    "each would see the other's files as its own",
+                    key=f"{b.key}.copy.target",
+                    file=file,
+                )
+
+
+def _place(path: str) -> tuple[str, str, str]:
+    """``(scheme, authority, normalised path)`` of a path or URL, for overlap checks."""
+    if "://" not in path:
+        return ("file", "", posixpath.normpath(os.path.abspath(path)))
+    scheme, rest = path.split("://", 1)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme.lower(), scheme.lower())
+    authority, _, inner = rest.partition("/")
+    if scheme == "file":
+        return ("file", "", posixpath.normpath("/" + inner))
+    return (scheme, authority.rsplit("@", 1)[-1], posixpath.normpath("/" + inner))
+
+
+def _inside(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
+    """Whether ``a`` lies strictly inside ``b``."""
+    return a[:2] == b[:2] and a[2].startswith(b[2].rstrip("/") + "/")
+
+
+def _nested(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
+    return a == b or _inside(a, b) or _inside(b, a)
 
 
 def _is_local(path: str) -> bool:

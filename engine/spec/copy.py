@@ -98,6 +98,9 @@ class DeleteConf(_Strict):
     delete the whole target); allow it."""
     max_fraction: float | None = Field(default=None, gt=0, le=1)
     """Refuse to delete more than this fraction of a dataset's target files in one run."""
+    excluded: bool = False
+    """Also delete target files that match ``exclude`` (off: they are kept, as rsync keeps
+    excluded files without ``--delete-excluded``)."""
 
 
 class PreserveConf(_Strict):

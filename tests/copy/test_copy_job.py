@@ -354,3 +354,108 @@ def test_files_already_at_the_target_are_adopted_without_copying(spark: Any, lak
     second = job.run()
     assert copy_of(second)["files_copied"] == 1
     assert checksums(dst) == checksums(src)
+
+
+def test_deletions_keep_excluded_target_files_unless_asked(spark: Any, lake: Path) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, {"a.bin": b"a", "b.bin": b"b", "notes.tmp": b"source's own, excluded"})
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst), "exclude": ["*.tmp"]})
+    assert job.run().status == "SUCCEEDED"
+    (dst / "local.tmp").write_bytes(b"the target's own scratch file")
+    (src / "a.bin").unlink()
+    kept = job.run(delete={"enabled": True})
+    assert copy_of(kept)["files_deleted"] == 1
+    assert sorted(checksums(dst)) == ["b.bin", "local.tmp"], "excluded files stay, as rsync keeps them"
+
+    deleted = job.run(delete={"enabled": True, "excluded": True})
+    assert copy_of(deleted)["files_deleted"] == 1
+    assert sorted(checksums(dst)) == ["b.bin"]
+
+
+def test_a_directory_that_became_a_file_at_the_source_replaces_it_when_deletions_propagate(
+    spark: Any, lake: Path
+) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, {"d/x/one.bin": b"1", "d/x/two.bin": b"2", "keep.bin": b"k"})
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst), "delete": {"enabled": True}})
+    assert job.run().status == "SUCCEEDED"
+    for name in ("one.bin", "two.bin"):
+        (src / "d" / "x" / name).unlink()
+    (src / "d" / "x").rmdir()
+    (src / "d" / "x").write_bytes(b"now a file")
+    second = job.run()
+    assert second.status == "SUCCEEDED", second.summary()
+    assert (copy_of(second)["files_copied"], copy_of(second)["files_deleted"]) == (1, 2)
+    assert checksums(dst) == checksums(src)
+    assert (dst / "d" / "x").read_bytes() == b"now a file"
+
+
+def test_two_source_files_with_one_destination_are_refused_naming_both(spark: Any, lake: Path) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, {"t/x.csv": b"plain\n", "t/x.csv.gz": gzip.compress(b"zipped\n"), "u/y.csv.gz": gzip.compress(b"y\n")})
+    job = Copier(
+        spark,
+        lake,
+        {
+            "source": str(src),
+            "target": str(dst),
+            "datasets": {"type": "glob", "pattern": "*"},
+            "transforms": [{"type": "gunzip"}],
+        },
+    )
+    result = job.run()
+    assert result.status == "PARTIAL", result.summary()
+    by_name = {o.unit.dataset: o for o in result.dags[0].datasets}
+    assert by_name["t"].status == DatasetStatus.FAILED
+    assert "x.csv and x.csv.gz would both be copied to x.csv" in by_name["t"].message, by_name["t"].message
+    assert checksums(dst) == {"u/y.csv": hashlib.sha256(b"y\n").hexdigest()}, "the other dataset publishes"
+
+
+def test_archive_members_landing_on_one_path_fail_the_later_archive_every_run(spark: Any, lake: Path) -> None:
+    import io
+    import tarfile
+
+    def archive(members: dict[str, bytes]) -> bytes:
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(
+        src, {"a.tar": archive({"same.txt": b"from a", "a-only.txt": b"a"}), "b.tar": archive({"same.txt": b"from b"})}
+    )
+    job = Copier(
+        spark,
+        lake,
+        {
+            "source": str(src),
+            "target": str(dst),
+            "file_set": "file",
+            "transforms": [{"type": "untar", "into": "parent"}],
+        },
+    )
+    for attempt in range(2):  # the same outcome each run: no flip-flop between the two archives
+        result = job.run()
+        assert result.status == ("PARTIAL" if attempt == 0 else "FAILED"), result.summary()  # then only b.tar is left
+        message = result.dags[0].message
+        assert "b.tar and a.tar would both be copied to same.txt" in message, message
+        assert (dst / "same.txt").read_bytes() == b"from a" and (dst / "a-only.txt").read_bytes() == b"a"
+        stats = copy_of(result)
+        assert (stats["files_failed"], stats["files_skipped"]) == (1, attempt), stats  # a.tar: copied, then kept
+
+
+def test_a_changed_recipe_copies_published_files_again(spark: Any, lake: Path) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, {"a.bin": b"a" * 100, "s/b.bin": b"b" * 100})
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst), "attributes": {"permissions": "0644"}})
+    assert job.run().status == "SUCCEEDED"
+    assert stat.S_IMODE((dst / "a.bin").stat().st_mode) == 0o644
+    assert copy_of(job.run())["files_copied"] == 0
+    again = job.run(attributes={"permissions": "0600"})
+    assert copy_of(again)["files_copied"] == 2, "files made under the old config are made again"
+    assert {stat.S_IMODE(p.stat().st_mode) for p in dst.rglob("*.bin")} == {0o600}
+    assert copy_of(job.run(attributes={"permissions": "0600"}))["files_copied"] == 0

@@ -105,6 +105,10 @@ def test_copy_dags_mix_with_record_dags_and_fan_out(tmp_path: Path) -> None:
             "job.copy.datasets",
             "directories",
         ),
+        ({"source": "a", "target": "a/mirror"}, {}, "job.copy.target", "overlap"),
+        ({"source": "in/a", "target": "in"}, {}, "job.copy.target", "overlap"),
+        ({"source": "s3a://b/in", "target": "s3://b/in/out"}, {}, "job.copy.target", "overlap"),
+        ({"source": "a", "target": "../lake"}, {}, "job.copy.target", "metadata"),
     ],
 )
 def test_copy_config_mistakes_name_their_key(
@@ -130,3 +134,16 @@ def test_decryption_keys_never_appear_in_errors_or_the_spec_repr(tmp_path: Path)
     )
     assert secret[:-3] not in err.message and secret[:-3] not in str(err)
     assert public.startswith("age1")
+
+
+def test_copy_dags_sharing_a_target_or_deleting_around_one_are_refused(tmp_path: Path) -> None:
+    def dags(second_target: str, delete: bool) -> dict[str, Any]:
+        first = {"source": "a", "target": "out", "delete": {"enabled": delete}}
+        return {"dags": {"one": {"copy": first}, "two": {"copy": {"source": "b", "target": second_target}}}}
+
+    same = error(dags("out", False), tmp_path)
+    assert same.key == "job.dags.two.copy.target" and "`one` and `two` have the same target" in same.message
+    nested = error(dags("out/b", True), tmp_path)
+    assert "nested targets, and `one` propagates deletions" in nested.message, nested.message
+    spec = compile_dict(dags("out/b", False), tmp_path / "lake", file=tmp_path / "jobs" / "mirror.conf")
+    assert [d.name for d in spec.dags] == ["one", "two"], "nested targets without deletions are fine"
