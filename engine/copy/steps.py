@@ -87,6 +87,8 @@ class PublishFileSet(CommitStep):
                 self._parents(loc, posixpath.dirname(str(dst)), created)
                 if loc.local:
                     os.replace(staged, str(dst))
+                elif loc.object_store and int(str(size)) > COPY_OBJECT_LIMIT:
+                    _stream_move(loc, staged, str(dst))
                 else:
                     loc.fs.move(staged, str(dst))
             elif _size(loc, str(dst)) != size:
@@ -127,6 +129,26 @@ class PublishFileSet(CommitStep):
     def describe(self) -> str:
         which = f"file set `{self.file_set}` of " if self.file_set else ""
         return f"publish {which}dataset `{self.dataset}`: {len(self.files)} file(s) into {self.target}"
+
+
+COPY_OBJECT_LIMIT = 5 * 1024**3
+"""S3's CopyObject (what a move is on an object store) takes at most 5 GiB; larger objects are
+streamed into place (a multipart upload) instead."""
+
+
+def _stream_move(loc: Location, staged: str, dst: str) -> None:
+    """Copy ``staged`` to ``dst`` through a stream (multipart upload), check its size, then delete
+    the staged object. A crash midway leaves the staged object, so the step is simply redone."""
+    size = _size(loc, staged)
+    with (
+        loc.fs.open_input_stream(staged, compression=None) as src,
+        loc.fs.open_output_stream(dst, compression=None) as out,
+    ):
+        while chunk := src.read(64 << 20):
+            out.write(chunk)
+    if _size(loc, dst) != size:
+        raise StepError(f"{loc.display(dst)} does not hold the {size} bytes of {loc.display(staged)} after the copy")
+    loc.fs.delete_file(staged)
 
 
 def staged_file(staging: str, key: str, name: str) -> str:

@@ -130,7 +130,7 @@ class CopyDag:
         self.options = CopyOptions(
             source=self.source,
             target=self.target,
-            staging=self.target.join(STAGING, re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{spec.name}")),
+            staging=self.target.join(STAGING, staging_name(job, spec.name)),
             chain=tuple(conf.transforms),
             checksum=conf.verify.checksum,
             buffer_size=int(conf.tasks.buffer_size),
@@ -606,6 +606,13 @@ class CopyDag:
         out = self._result(outcomes, time.monotonic() - result.seconds, metrics, message=message)
         out.status = "FAILED"
         return out
+
+
+def staging_name(job: str, dag: str) -> str:
+    """The DAG's directory under ``_engine_staging``: readable, and unique per (job, DAG) even
+    where sanitising makes two names alike (``a.b``+``c`` and ``a``+``b.c``)."""
+    digest = hashlib.sha1(f"{job}\0{dag}".encode()).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{dag}") + f".{digest}"
 
 
 def _fail_shared_outputs(listing: DatasetListing, results: dict[str, Copied]) -> None:
