@@ -2,8 +2,8 @@
 
 Run from the repository root (after ``bash scripts/bootstrap.sh``)::
 
-    .venv/bin/python bench/copy.py                     # 1 GiB in 50 files, 20,000 small files, 3 rounds
-    .venv/bin/python bench/copy.py --tree small --small-files 2000 --rounds 1        # quick check
+    .venv/bin/python bench/copy_files.py                     # 1 GiB in 50 files, 20,000 small files, 3 rounds
+    .venv/bin/python bench/copy_files.py --tree small --small-files 2000 --rounds 1        # quick check
 
 Two source trees are generated once under ``--dir`` (default ``/tmp/engine-bench-copy``, local
 disk; kept for the next invocation, ``--clean`` removes them), random bytes:
@@ -54,31 +54,25 @@ go to ``<dir>/engine.log``; the warehouse stays in ``<dir>/warehouse`` until the
 
 from __future__ import annotations
 
+import argparse
+import functools
+import hashlib
+import json
+import logging
 import os
+import random
+import shutil
+import statistics
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-# Named like the standard library's `copy`: run as a script, this directory would come first on
-# sys.path and `import copy` (dataclasses, pyspark) would load this file.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-
-import argparse  # noqa: E402
-import functools  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-ROOT = Path(_HERE).parent
+ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
