@@ -46,7 +46,10 @@ class Dataset:
     source: str
     """Its root, a path within the source file system."""
     target: str
-    """Where it lands, a path within the target file system."""
+    """Where it lands, a path within the target file system (a file dataset: the directory its
+    file lands in)."""
+    file: bool = False
+    """A single file matched by a ``glob`` finder: ``source`` is the file itself."""
 
 
 @dataclass(frozen=True)
@@ -221,16 +224,26 @@ def find_datasets(conf: CopyConf, dag: str, source: Location, target: Location, 
     finder = conf.datasets
     if isinstance(finder, GlobFinderConf | DatePartitionedFinderConf):
         depth = finder.pattern.strip("/").count("/") + 1
+        match = finder.match if isinstance(finder, GlobFinderConf) else "directories"
         roots: set[str] = set()
+        files: set[str] = set()
         for f in found:
             parts = f.rel_root.split("/")
-            if len(parts) == depth:  # a file at the pattern's depth is not a dataset directory
+            if len(parts) < depth:
                 continue
-            if len(parts) >= depth:
-                prefix = "/".join(parts[:depth])
-                if _segments_match(finder.pattern, prefix):
-                    roots.add(prefix)
-        return [Dataset(r, source.join(r), target.join(r)) for r in sorted(roots)]
+            prefix = "/".join(parts[:depth])
+            if not _segments_match(finder.pattern, prefix):
+                continue
+            if len(parts) == depth:  # a file at the pattern's depth
+                if match != "directories":
+                    files.add(prefix)
+            elif match != "files":
+                roots.add(prefix)
+        datasets = [Dataset(r, source.join(r), target.join(r)) for r in roots]
+        for r in files:
+            parent = posixpath.dirname(r)
+            datasets.append(Dataset(r, source.join(r), target.join(parent) if parent else target.path, file=True))
+        return sorted(datasets, key=lambda d: d.name)
     return [Dataset(finder.name or dag, source.path, target.path)]
 
 
@@ -262,9 +275,14 @@ def copyable_files(
     outside = 0
     out = []
     for f in found:
-        if prefix and not f.rel_root.startswith(prefix + "/"):
+        if dataset.file:
+            if f.rel_root != prefix:
+                continue
+            rel = posixpath.basename(prefix)  # relative to the directory it lands in
+        elif prefix and not f.rel_root.startswith(prefix + "/"):
             continue
-        rel = f.rel_root[len(prefix) + 1 :] if prefix else f.rel_root
+        else:
+            rel = f.rel_root[len(prefix) + 1 :] if prefix else f.rel_root
         partition = ""
         if layout is not None:
             parts = rel.split("/")
@@ -287,7 +305,7 @@ def copyable_files(
                 relative=rel,
                 size=size,
                 mtime_ns=mtime_ns,
-                target=_output_name(conf, rel),
+                target=output_name(conf, rel),
                 guid=guid(info.path, size, mtime_ns),
             )
         )
@@ -298,7 +316,7 @@ def copyable_files(
     return out, partitions
 
 
-def _output_name(conf: CopyConf, rel: str) -> str:
+def output_name(conf: CopyConf, rel: str) -> str:
     directory, name = posixpath.split(rel)
     out = renamed(name, conf.transforms)
     return posixpath.join(directory, out) if out else directory
@@ -409,12 +427,15 @@ def _in_window(conf: CopyConf, layout: Layout, partition: str) -> bool:
     return day is not None and (start is None or day >= start)
 
 
-def target_files(target: Location, root: str) -> dict[str, tuple[int, int]]:
-    """The files below a dataset's target root (staging excluded): relative path -> (size, mtime ns)."""
+def target_files(target: Location, root: str, *, of_file: str | None = None) -> dict[str, tuple[int, int]]:
+    """The files below a dataset's target root (staging excluded): relative path -> (size, mtime ns).
+    ``of_file``: a file dataset's output name, whose siblings (other datasets) are not its files."""
     out = {}
     for info in list_files(target, root):
         rel = _relative(root, info.path)
         if STAGING in rel.split("/"):
+            continue
+        if of_file is not None and rel != of_file and not rel.startswith(of_file + "/"):
             continue
         out[rel] = (int(info.size or 0), int(info.mtime_ns or 0))
     return out

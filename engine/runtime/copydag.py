@@ -54,6 +54,7 @@ from engine.copy.listing import (
     diff,
     find_datasets,
     list_source,
+    output_name,
     target_files,
 )
 from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
@@ -197,7 +198,8 @@ class CopyDag:
             try:
                 files, partitions = copyable_files(self.conf, ds, found, self.source.path)
                 previous = self._previous[ds.name] = self._manifest(low)
-                on_target = target_files(self.target, ds.target)
+                own = output_name(self.conf, posixpath.basename(ds.name)) if ds.file else None
+                on_target = target_files(self.target, ds.target, of_file=own)
                 listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
             except (ListingError, OSError) as exc:
                 listing = DatasetListing(ds, error=first_line(exc))
@@ -296,12 +298,12 @@ class CopyDag:
         bytes_done = sc.accumulator(0)
         options = self.options
 
-        def task(index: int, _: Any) -> Any:
+        def task(bin_: Any) -> Any:  # each task gets only its own bin (not every bin in the closure)
             def progress(files: int, size: int) -> None:
                 files_done.add(files)
                 bytes_done.add(size)
 
-            return copy_items(options, bins[index], progress)
+            return (done for items in bin_ for done in copy_items(options, items, progress))
 
         finished = threading.Event()
         watcher = threading.Thread(
@@ -312,7 +314,7 @@ class CopyDag:
         )
         watcher.start()
         try:
-            copied: list[Copied] = sc.parallelize(range(len(bins)), len(bins)).mapPartitionsWithIndex(task).collect()
+            copied: list[Copied] = sc.parallelize(bins, len(bins)).mapPartitions(task).collect()
         finally:
             finished.set()
             watcher.join()

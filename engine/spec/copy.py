@@ -40,14 +40,15 @@ class RecursiveFinderConf(_Strict):
 
 
 class GlobFinderConf(_Strict):
-    """Each directory below the source root matching ``pattern`` is a dataset, named by
-    its path relative to the root; it lands at the same relative path under the target."""
+    """Each path below the source root matching ``pattern`` is a dataset, named by its path
+    relative to the root; it lands at the same relative path under the target."""
 
     type: Literal["glob"]
     pattern: str
     """A glob relative to the source root (``*`` does not cross ``/``), e.g. ``db/*`` or ``*/tables/*``."""
-    match: Literal["directories"] = "directories"
-    """What a match must be (single files as datasets are not supported yet: use ``include``)."""
+    match: Literal["directories", "files", "any"] = "directories"
+    """What a match must be: a directory (its files are the dataset), a file (the file alone is a
+    dataset, published on its own), or either."""
 
 
 class DatePartitionedFinderConf(_Strict):

@@ -459,3 +459,33 @@ def test_a_changed_recipe_copies_published_files_again(spark: Any, lake: Path) -
     assert copy_of(again)["files_copied"] == 2, "files made under the old config are made again"
     assert {stat.S_IMODE(p.stat().st_mode) for p in dst.rglob("*.bin")} == {0o600}
     assert copy_of(job.run(attributes={"permissions": "0600"}))["files_copied"] == 0
+
+
+def test_glob_datasets_of_single_files_publish_each_file_alone(spark: Any, lake: Path) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(
+        src,
+        {
+            "db/a.csv.gz": gzip.compress(b"a\n"),
+            "db/b.csv.gz": gzip.compress(b"b\n"),
+            "db/sub/c.csv.gz": gzip.compress(b"c\n"),
+            "other/d.csv.gz": gzip.compress(b"d\n"),
+        },
+    )
+    copy = {"source": str(src), "target": str(dst), "transforms": [{"type": "gunzip"}], "delete": {"enabled": True}}
+    job = Copier(spark, lake, {**copy, "datasets": {"type": "glob", "pattern": "db/*", "match": "files"}})
+    first = job.run()
+    assert first.status == "SUCCEEDED", first.summary()
+    assert sorted(o.unit.dataset for o in first.dags[0].datasets) == ["db/a.csv.gz", "db/b.csv.gz"]
+    assert {k: (dst / k).read_bytes() for k in checksums(dst)} == {"db/a.csv": b"a\n", "db/b.csv": b"b\n"}
+    assert copy_of(job.run())["files_copied"] == 0
+
+    (src / "db" / "b.csv.gz").write_bytes(gzip.compress(b"b, changed\n"))
+    second = job.run()
+    assert (copy_of(second)["files_copied"], copy_of(second)["files_deleted"]) == (1, 0), "a sibling is no file of b's"
+    assert (dst / "db" / "b.csv").read_bytes() == b"b, changed\n" and (dst / "db" / "a.csv").read_bytes() == b"a\n"
+
+    both = job.run(datasets={"type": "glob", "pattern": "db/*", "match": "any"})
+    assert sorted(o.unit.dataset for o in both.dags[0].datasets) == ["db/a.csv.gz", "db/b.csv.gz", "db/sub"]
+    assert (dst / "db" / "sub" / "c.csv").read_bytes() == b"c\n"
+    assert copy_of(both)["files_deleted"] == 0

@@ -100,7 +100,7 @@ def test_copy_dags_mix_with_record_dags_and_fan_out(tmp_path: Path) -> None:
             "yyyy",
         ),
         (
-            {"source": "a", "target": "b", "datasets": {"type": "glob", "pattern": "*", "match": "files"}},
+            {"source": "a", "target": "b", "datasets": {"type": "glob", "pattern": "*", "match": "all"}},
             {},
             "job.copy.datasets",
             "directories",
