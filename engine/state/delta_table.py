@@ -117,14 +117,14 @@ class MetaTable:
         if self._checked:
             return self
         self.properties = retry_conflicts(
-            lambda: table_properties(self.spark, self.path),
-            what=f"reading the {self.what} table",
-            attempts=4,
-            any_error=True,
+            self._properties, what=f"reading the {self.what} table", attempts=4, any_error=True
         )
         self._check_version()
         self._checked = True
         return self
+
+    def _properties(self) -> dict[str, str]:
+        return table_properties(self.spark, self.path)
 
     def _check_version(self) -> None:
         found = int(self.properties[VERSION_PROPERTY]) if VERSION_PROPERTY in self.properties else None
@@ -176,22 +176,10 @@ class LocalMetaTable(MetaTable):
 
         return self._checked or bool(RustTable.is_deltatable(self.local))
 
-    def check(self) -> MetaTable:
-        if self._checked:
-            return self
+    def _properties(self) -> dict[str, str]:
         from deltalake import DeltaTable as RustTable
 
-        self.properties = dict(
-            retry_conflicts(
-                lambda: RustTable(self.local).metadata().configuration,
-                what=f"reading the {self.what} table",
-                attempts=4,
-                any_error=True,
-            )
-        )
-        self._check_version()
-        self._checked = True
-        return self
+        return dict(RustTable(self.local).metadata().configuration)
 
     def append(self, rows: Iterable[dict[str, Any]]) -> int:
         import pyarrow as pa
