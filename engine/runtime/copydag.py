@@ -60,6 +60,7 @@ from engine.copy.listing import (
 from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
 from engine.copy.tasks import blocks, pack
 from engine.runtime.jobdag import DagPlan, DagResult, DatasetOutcome
+from engine.runtime.pyworker import steady_zip_imports
 from engine.runtime.scope import DagScope
 from engine.runtime.stop import Stop
 from engine.sources.base import PlanContext
@@ -299,6 +300,8 @@ class CopyDag:
         options = self.options
 
         def task(bin_: Any) -> Any:  # each task gets only its own bin (not every bin in the closure)
+            steady_zip_imports()
+
             def progress(files: int, size: int) -> None:
                 files_done.add(files)
                 bytes_done.add(size)

@@ -227,7 +227,8 @@ class JobManager:
         record = RunRecord(
             run_id=job.run_id, job=job.spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=utcnow()
         )
-        store.append(record)
+        if planned.plan is None or not all(u.empty for u in planned.plan.units):
+            store.append(record)  # a DAG planned with nothing to do ends at once: only its final row
         sc = self.spark.sparkContext
         started = time.monotonic()
         with scope.entered(sc, f"{job.run_id}:{dag.name}", f"{job.spec.name}/{dag.name}"):

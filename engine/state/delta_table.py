@@ -18,8 +18,10 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta.tables import DeltaTable
@@ -77,9 +79,7 @@ class MetaTable:
     def __init__(self, spark: SparkSession, path: str, ddl: str, *, version: int, what: str) -> None:
         self.spark = spark
         self.path = path
-        schema = StructType.fromDDL(ddl)
-        assert isinstance(schema, StructType)
-        self.schema = schema
+        self.schema = _schema(ddl)
         self.version = version
         self.what = what
         self._checked = False
@@ -165,6 +165,21 @@ class LocalMetaTable(MetaTable):
         super().__init__(spark, path, ddl, version=version, what=what)
         self.local = local_path(path) or path
         self.arrow = _arrow_schema(self.schema)
+        self._handle: Any = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        """The table, opened once (its log read up to the newest checkpoint); None if missing.
+        Call with the lock held."""
+        if self._handle is None:
+            from deltalake import DeltaTable as RustTable
+            from deltalake.exceptions import TableNotFoundError
+
+            try:
+                self._handle = RustTable(self.local)
+            except TableNotFoundError:
+                return None
+        return self._handle
 
     def ensure(self, properties: dict[str, str] | None = None) -> MetaTable:
         if self.exists():
@@ -172,14 +187,16 @@ class LocalMetaTable(MetaTable):
         return super().ensure(properties)
 
     def exists(self) -> bool:
-        from deltalake import DeltaTable as RustTable
-
-        return self._checked or bool(RustTable.is_deltatable(self.local))
+        with self._lock:
+            return self._checked or self._open() is not None
 
     def _properties(self) -> dict[str, str]:
-        from deltalake import DeltaTable as RustTable
-
-        return dict(RustTable(self.local).metadata().configuration)
+        with self._lock:
+            table = self._open()
+            if table is None:
+                raise FileNotFoundError(f"no Delta table at {self.local}")
+            table.update_incremental()
+            return dict(table.metadata().configuration)
 
     def append(self, rows: Iterable[dict[str, Any]]) -> int:
         import pyarrow as pa
@@ -188,16 +205,33 @@ class LocalMetaTable(MetaTable):
         names = self.arrow.names
         listed = list(rows)
         if listed:
-            table = pa.Table.from_pylist([{n: r[n] for n in names} for r in listed], schema=self.arrow)
-            retry_conflicts(lambda: write_deltalake(self.local, table, mode="append"), what=f"appending to {self.what}")
+            data = pa.Table.from_pylist([{n: r[n] for n in names} for r in listed], schema=self.arrow)
+
+            def write() -> None:
+                with self._lock:  # one writer per handle; other processes are Delta's concern
+                    table = self._open()
+                    write_deltalake(table if table is not None else self.local, data, mode="append")
+
+            retry_conflicts(write, what=f"appending to {self.what}")
         return len(listed)
 
     def rows(self, **equals: str) -> list[dict[str, Any]]:
-        from deltalake import DeltaTable as RustTable
-
         filters = [(column, "=", value) for column, value in equals.items()] or None
-        found = RustTable(self.local).to_pyarrow_table(filters=filters).to_pylist()
+        with self._lock:
+            table = self._open()
+            if table is None:
+                return []
+            table.update_incremental()  # the commits since it was opened or last read
+            found = table.to_pyarrow_table(filters=filters).to_pylist()
         return [{k: _naive(v) for k, v in row.items()} for row in found]
+
+
+@lru_cache(maxsize=64)
+def _schema(ddl: str) -> StructType:
+    """A DDL parsed once per process (each parse is a JVM round trip)."""
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    return schema
 
 
 def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
