@@ -24,14 +24,23 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlencode, urlsplit
 
 import pyarrow.fs as pafs
 
 from engine.errors import ConfigError
 
-__all__ = ["S3_OPTIONS", "FileSystemConfigError", "Location", "ensure_parent", "list_files", "missing", "resolve"]
+__all__ = [
+    "S3_OPTIONS",
+    "FileSystemConfigError",
+    "Listed",
+    "Location",
+    "ensure_parent",
+    "list_files",
+    "missing",
+    "resolve",
+]
 
 S3_OPTIONS: dict[str, str] = {
     "endpoint": "URL of an S3-compatible server, e.g. http://127.0.0.1:9000 (default: AWS)",
@@ -123,12 +132,39 @@ def resolve(url: str, options: Mapping[str, Any] | None = None, *, base_dir: str
     return _fsspec(url, shown, scheme, opts)
 
 
-def list_files(loc: Location, root: str) -> list[pafs.FileInfo]:
+class Listed(NamedTuple):
+    """A listed file: its path within the file system, size and modification time (ns)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
+def list_files(loc: Location, root: str) -> list[Listed]:
     """Every file below ``root`` (a directory path within ``loc.fs``), recursively, sorted by path; none if
-    ``root`` does not exist. One listing call: on object stores that is a paged listing of the prefix."""
+    ``root`` does not exist. One listing call: on object stores that is a paged listing of the prefix;
+    on a local disk ``os.scandir`` (directory symlinks are not followed)."""
+    if loc.local:
+        found: list[Listed] = []
+        if os.path.isdir(root):
+            _scan(root.rstrip("/") or "/", found)
+        elif os.path.lexists(root):
+            raise NotADirectoryError(f"cannot list {root}: not a directory")
+        found.sort()
+        return found
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
-    found = [info for info in loc.fs.get_file_info(selector) if info.type == pafs.FileType.File]
-    return sorted(found, key=lambda info: str(info.path))
+    infos = [info for info in loc.fs.get_file_info(selector) if info.type == pafs.FileType.File]
+    return sorted(Listed(str(i.path), int(i.size or 0), int(i.mtime_ns or 0)) for i in infos)
+
+
+def _scan(directory: str, out: list[Listed]) -> None:
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _scan(entry.path, out)
+            elif entry.is_file():
+                st = entry.stat()
+                out.append(Listed(entry.path, st.st_size, st.st_mtime_ns))
 
 
 def missing(loc: Location, path: str) -> bool:

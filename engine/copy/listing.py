@@ -18,17 +18,18 @@ import hashlib
 import logging
 import posixpath
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from engine.copy.fs import Location, list_files
+from engine.copy.fs import Listed, Location, list_files
 from engine.copy.manifest import Entry
 from engine.copy.transforms import renamed
 from engine.spec.copy import CopyConf, DatePartitionedFinderConf, GlobFinderConf
 
 if TYPE_CHECKING:
-    import pyarrow.fs
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def _window(conf: DatePartitionedFinderConf, today: date) -> date | None:
 
 @dataclass
 class _Found:
-    info: pyarrow.fs.FileInfo
+    info: Listed
     rel_root: str
     """Relative to the source root."""
 
@@ -210,13 +211,17 @@ def _segments_match(pattern: str, rel: str) -> bool:
 
 
 def list_source(source: Location) -> list[_Found]:
-    files = []
-    for info in list_files(source, source.path):
-        rel = _relative(source.path, info.path)
-        if STAGING in rel.split("/"):
+    return [_Found(info, rel) for info, rel in _below(source, source.path)]
+
+
+def _below(loc: Location, root: str) -> Iterator[tuple[Listed, str]]:
+    """Each file below ``root`` with its path relative to it, staging left out."""
+    skip = len(root.rstrip("/")) + 1
+    for info in list_files(loc, root):
+        rel = info.path[skip:] if info.path.startswith(root) else _relative(root, info.path)
+        if STAGING in rel and STAGING in rel.split("/"):
             continue
-        files.append(_Found(info, rel))
-    return files
+        yield info, rel
 
 
 def find_datasets(conf: CopyConf, dag: str, source: Location, target: Location, found: list[_Found]) -> list[Dataset]:
@@ -296,7 +301,7 @@ def copyable_files(
         if not matcher(rel):
             continue
         info = f.info
-        size, mtime_ns = int(info.size or 0), int(info.mtime_ns or 0)
+        size, mtime_ns = info.size, info.mtime_ns
         out.append(
             CopyableFile(
                 dataset=dataset.name,
@@ -317,6 +322,8 @@ def copyable_files(
 
 
 def output_name(conf: CopyConf, rel: str) -> str:
+    if not conf.transforms:
+        return rel
     directory, name = posixpath.split(rel)
     out = renamed(name, conf.transforms)
     return posixpath.join(directory, out) if out else directory
@@ -431,11 +438,8 @@ def target_files(target: Location, root: str, *, of_file: str | None = None) -> 
     """The files below a dataset's target root (staging excluded): relative path -> (size, mtime ns).
     ``of_file``: a file dataset's output name, whose siblings (other datasets) are not its files."""
     out = {}
-    for info in list_files(target, root):
-        rel = _relative(root, info.path)
-        if STAGING in rel.split("/"):
-            continue
+    for info, rel in _below(target, root):
         if of_file is not None and rel != of_file and not rel.startswith(of_file + "/"):
             continue
-        out[rel] = (int(info.size or 0), int(info.mtime_ns or 0))
+        out[rel] = (info.size, info.mtime_ns)
     return out

@@ -22,6 +22,7 @@ import pwd
 import re
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,7 @@ from engine.runtime.stop import Stop
 from engine.sources.base import PlanContext
 from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import Size, WorkUnit
-from engine.spec.copy import CopyDagSpec
+from engine.spec.copy import CopyDagSpec, RecursiveFinderConf
 from engine.state.store import LIVE, DatasetStatus, utcnow
 from engine.state.watermarks import ManifestWatermark
 
@@ -183,6 +184,15 @@ class CopyDag:
         if validate_only or ctx is None:
             return None
         started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"{self.name}-listing") as pool:
+            return self._plan(ctx, pool, started)
+
+    def _plan(self, ctx: PlanContext, pool: ThreadPoolExecutor, started: float) -> DagPlan:
+        """List the source while the target is listed too (the two listings overlap their waits
+        on the disks), then diff each dataset."""
+        whole_target: Future[dict[str, tuple[int, int]]] | None = None
+        if isinstance(self.conf.datasets, RecursiveFinderConf):  # one dataset, at the target root
+            whole_target = pool.submit(target_files, self.target, self.target.path)
         try:
             found = list_source(self.source)
         except OSError as exc:  # this DAG fails; the job's other DAGs go on
@@ -191,6 +201,17 @@ class CopyDag:
             self.listings = {self.name: DatasetListing(whole, error=message)}
             return DagPlan(units=[WorkUnit(dataset=self.name, low=None, high=None)], schema=None)
         datasets = find_datasets(self.conf, self.name, self.source, self.target, found)
+        on_targets = {
+            ds.name: whole_target
+            if whole_target is not None and ds.target == self.target.path and not ds.file
+            else pool.submit(
+                target_files,
+                self.target,
+                ds.target,
+                of_file=output_name(self.conf, posixpath.basename(ds.name)) if ds.file else None,
+            )
+            for ds in datasets
+        }
         units = []
         self.listings = {}
         self._previous = {}
@@ -199,8 +220,7 @@ class CopyDag:
             try:
                 files, partitions = copyable_files(self.conf, ds, found, self.source.path)
                 previous = self._previous[ds.name] = self._manifest(low)
-                own = output_name(self.conf, posixpath.basename(ds.name)) if ds.file else None
-                on_target = target_files(self.target, ds.target, of_file=own)
+                on_target = on_targets[ds.name].result()
                 listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
             except (ListingError, OSError) as exc:
                 listing = DatasetListing(ds, error=first_line(exc))
