@@ -137,6 +137,8 @@ class Matcher:
 
     @staticmethod
     def _any(patterns: list[tuple[re.Pattern[str], bool]], rel: str) -> bool:
+        if not patterns:
+            return False
         base = rel.rsplit("/", 1)[-1]
         return any(rx.match(rel if full else base) for rx, full in patterns)
 
