@@ -63,6 +63,9 @@ class CopyItem:
     """The dataset's target root (within the target file system), for the permission pre-check."""
     block: tuple[int, int, int] | None = None
     """``(index, offset, length)`` of a block of a split file."""
+    cleared: bool = False
+    """A file at the target stands where this file's directory goes, and this batch deletes it
+    before publishing (the writability check lets it be)."""
 
 
 @dataclass
@@ -117,7 +120,7 @@ class Journal:
 
 
 def _write_whole(options: CopyOptions, path: str, body: bytes) -> None:
-    tmp = f"{path}.tmp"
+    tmp = f"{path}.{uuid.uuid4().hex[:12]}.tmp"
     if options.target.local:
         with open(tmp, "wb") as out:
             out.write(body)
@@ -254,14 +257,16 @@ def staged_path(options: CopyOptions, key: str, name: str) -> str:
 
 
 def read_block_marker(options: CopyOptions, key: str, block: int, span: list[int]) -> bool:
-    """Whether block ``block`` of a split file was copied by an earlier run over the same range."""
-    fs = options.target.fs
+    """Whether block ``block`` of a split file was copied by an earlier run over the same range
+    into the staged file that is there now (its inode: a file staged whole, or again, since is
+    another file)."""
     try:
-        with fs.open_input_stream(marker_path(options, key, block), compression=None) as raw:
+        with open(marker_path(options, key, block), "rb") as raw:
             marker: dict[str, Any] = json.loads(raw.read())
-    except (FileNotFoundError, OSError, ValueError):
+        inode = os.stat(staged_path(options, key, "")).st_ino
+    except (OSError, ValueError):
         return False
-    return bool(marker.get("made") == _made(options) and marker.get("range") == span)
+    return bool(marker.get("made") == _made(options) and marker.get("range") == span and marker.get("ino") == inode)
 
 
 def _copy(options: CopyOptions, item: CopyItem, writable: set[str]) -> Copied:
@@ -272,31 +277,29 @@ def _copy(options: CopyOptions, item: CopyItem, writable: set[str]) -> Copied:
             return _result(item, REUSED)
         _check_writable(options, item, writable)
         return _copy_block(options, item)
-    _discard(options, item)
+    unpacking = _unpacking(options)
+    if unpacking:
+        _discard(options, item)  # an earlier attempt's members
     _check_writable(options, item, writable)
-    directory = posixpath.dirname(f.relative)
-    fast = (
-        is_identity(list(options.chain))
-        and options.source.local
-        and options.target.local
-        and options.checksum == "none"
-    )
-    if fast:
-        staged = staged_path(options, f.stage_key, "")
-        shutil.copyfile(f.path, staged)  # sendfile / copy_file_range in the kernel, as cp does
-        written = os.path.getsize(staged)
-        if written != f.size:
-            raise OSError(f"read {written} bytes, the listing said {f.size}: the file changed while being copied")
-        outs = [("", written, "")]
-        read = written
-    else:
-        outs, read = _stream(options, f)
-    _unchanged(options, f, read)
-    if not fast:
+    final = staged_path(options, f.stage_key, "")
+    # A single output is written under a name of this attempt's own and renamed into place once
+    # checked: a second attempt of the task (a retry, speculation) never truncates or deletes the
+    # staged file another attempt produced.
+    tmp = None if unpacking else f"{final}.{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        outs, read = _write_staged(options, f, tmp)
+        _unchanged(options, f, read)
         for out_name, size, digest in outs:
-            _verify(options, f, staged_path(options, f.stage_key, out_name), size, digest)
-    _attributes(options, f, [staged_path(options, f.stage_key, o) for o, _, _ in outs])
+            _verify(options, f, tmp or staged_path(options, f.stage_key, out_name), size, digest)
+        _attributes(options, f, [tmp] if tmp else [staged_path(options, f.stage_key, o) for o, _, _ in outs])
+        if tmp is not None:
+            _rename(options, tmp, final)
+            tmp = None
+    finally:
+        if tmp is not None:
+            _remove(options, tmp)
     single = posixpath.basename(f.target)
+    directory = posixpath.dirname(f.relative)
     results = [(posixpath.join(directory, o or single), n) for o, n, _ in outs]
     return _result(
         item,
@@ -306,6 +309,41 @@ def _copy(options: CopyOptions, item: CopyItem, writable: set[str]) -> Copied:
         bytes_read=read,
         bytes_written=sum(n for _, n, _ in outs),
     )
+
+
+def _write_staged(options: CopyOptions, f: CopyableFile, tmp: str | None) -> tuple[list[tuple[str, int, str]], int]:
+    """Write ``f``'s outputs (a single one at ``tmp``): the kernel's copy for a local plain copy
+    without checksum (``sendfile``/``copy_file_range``, as ``cp``), else streamed."""
+    fast = (
+        tmp is not None
+        and is_identity(list(options.chain))
+        and options.source.local
+        and options.target.local
+        and options.checksum == "none"
+    )
+    if not fast:
+        return _stream(options, f, tmp)
+    assert tmp is not None
+    shutil.copyfile(f.path, tmp)
+    written = os.path.getsize(tmp)
+    if written != f.size:
+        raise OSError(f"read {written} bytes, the listing said {f.size}: the file changed while being copied")
+    return [("", written, "")], written
+
+
+def _rename(options: CopyOptions, src: str, dst: str) -> None:
+    if options.target.local:
+        os.replace(src, dst)
+    else:
+        options.target.fs.move(src, dst)
+
+
+def _remove(options: CopyOptions, path: str) -> None:
+    with contextlib.suppress(OSError):
+        if options.target.local:
+            os.remove(path)
+        else:
+            options.target.fs.delete_file(path)
 
 
 def _unpacking(options: CopyOptions) -> bool:
@@ -334,8 +372,9 @@ class _Counting:
         self.raw.close()
 
 
-def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int, str]], int]:
-    """Stream ``f`` through the transforms into staging: ``[(output name, size, checksum)]``, bytes read."""
+def _stream(options: CopyOptions, f: CopyableFile, single: str | None) -> tuple[list[tuple[str, int, str]], int]:
+    """Stream ``f`` through the transforms into staging (a single output at ``single``, an
+    archive's members below its staging directory): ``[(output name, size, checksum)]``, bytes read."""
     fs = options.target.fs
     out: list[tuple[str, int, str]] = []
     with options.source.fs.open_input_stream(f.path, compression=None) as raw:
@@ -343,7 +382,7 @@ def _stream(options: CopyOptions, f: CopyableFile) -> tuple[list[tuple[str, int,
         unpacking = _unpacking(options)
         for o in outputs(posixpath.basename(f.path), counting, list(options.chain), buffer_size=options.buffer_size):  # type: ignore[arg-type]
             name = o.name if unpacking else ""
-            path = staged_path(options, f.stage_key, name)
+            path = single if single is not None and not unpacking else staged_path(options, f.stage_key, name)
             if unpacking:
                 fs.create_dir(posixpath.dirname(path), recursive=True)
             hasher = _hasher(options.checksum)
@@ -408,10 +447,11 @@ def _copy_block(options: CopyOptions, item: CopyItem) -> Copied:
                 left -= len(chunk)
         if _digest(staged_hash) != _digest(source_hash):
             raise OSError(f"{options.checksum} of block {index} differs between the source and the staged copy")
+    inode = os.stat(path).st_ino
     _write_whole(
         options,
         marker_path(options, f.stage_key, index),
-        json.dumps({"guid": f.guid, "range": [offset, length], "made": _made(options)}).encode(),
+        json.dumps({"guid": f.guid, "range": [offset, length], "ino": inode, "made": _made(options)}).encode(),
     )
     return _result(item, COPIED, bytes_read=done, bytes_written=done)
 
@@ -454,8 +494,9 @@ def _made(options: CopyOptions) -> str:
 
 
 def _discard(options: CopyOptions, item: CopyItem) -> None:
-    """Remove what a failed or interrupted copy of ``item`` left in staging."""
-    if item.block is not None:
+    """Remove what a failed or interrupted unpacking of ``item`` left in staging (a single
+    output's temporary file is removed by the attempt that wrote it)."""
+    if item.block is not None or not _unpacking(options):
         return
     path = staged_path(options, item.file.stage_key, "")
     try:
@@ -488,6 +529,8 @@ def _check_writable(options: CopyOptions, item: CopyItem, checked: set[str]) -> 
     probe = directory
     while probe and not os.path.exists(probe):
         probe = os.path.dirname(probe)
+    while item.cleared and probe and os.path.exists(probe) and not os.path.isdir(probe):
+        probe = os.path.dirname(probe)  # the file in the way goes before the publish: check its parent
     if probe and (not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK)):
         what = "is not a directory" if not os.path.isdir(probe) else "is not writable"
         raise PermissionError(f"cannot publish into {directory}: {probe} {what}")

@@ -436,12 +436,15 @@ def _in_window(conf: CopyConf, layout: Layout, partition: str) -> bool:
     return day is not None and (start is None or day >= start)
 
 
-def target_files(target: Location, root: str, *, of_file: str | None = None) -> dict[str, tuple[int, int]]:
+def target_files(
+    target: Location, root: str, *, of_file: str | None = None, unpacked: bool = False
+) -> dict[str, tuple[int, int]]:
     """The files below a dataset's target root (staging excluded): relative path -> (size, mtime ns).
-    ``of_file``: a file dataset's output name, whose siblings (other datasets) are not its files."""
+    ``of_file``: a file dataset's output name, whose siblings (other datasets) are not its files;
+    ``unpacked``: its output is the directory an archive unpacks into."""
     out = {}
     for info, rel in _below(target, root):
-        if of_file is not None and rel != of_file and not rel.startswith(of_file + "/"):
+        if of_file is not None and rel != of_file and not (unpacked and rel.startswith(of_file + "/")):
             continue
         out[rel] = (info.size, info.mtime_ns)
     return out

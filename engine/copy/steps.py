@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import shutil
 from dataclasses import dataclass
 from typing import ClassVar
+
+import pyarrow.fs as pafs
 
 from engine.commit.steps import CommitStep, StepContext, StepError
 from engine.copy.fs import Location, resolve
@@ -49,6 +52,13 @@ def _exists(loc: Location, path: str) -> bool:
     if loc.local:
         return os.path.lexists(path)
     return bool(loc.fs.get_file_info(path).type.name != "NotFound")
+
+
+def _is_file(loc: Location, path: str) -> bool:
+    """A file (or a link) at ``path``; not a directory, which a replayed publish may have made there."""
+    if loc.local:
+        return os.path.islink(path) or os.path.isfile(path)
+    return bool(loc.fs.get_file_info(path).type.name == "File")
 
 
 @dataclass
@@ -161,16 +171,34 @@ class ClearStaging(CommitStep):
     kind: ClassVar[str] = "copy_clear_staging"
     target: str
     staging: str
+    family: str = ""
+    """The DAG's staging directories under other recipes are ``<family>.<8 hex>`` beside it: what
+    they hold was staged under a config that no longer applies, so they go too."""
+
+    def _directories(self, loc: Location) -> list[str]:
+        found = [self.staging]
+        if self.family:
+            parent = posixpath.dirname(self.staging)
+            pattern = re.compile(re.escape(self.family) + r"\.[0-9a-f]{8}")
+            infos = loc.fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
+            found += [
+                i.path
+                for i in infos
+                if i.type == pafs.FileType.Directory and pattern.fullmatch(posixpath.basename(i.path))
+            ]
+        return sorted(set(found))
 
     def verify(self, ctx: StepContext) -> bool:
-        return not _exists(location(self.target), self.staging)
+        loc = location(self.target)
+        return not any(_exists(loc, d) for d in self._directories(loc))
 
     def execute(self, ctx: StepContext) -> None:
         loc = location(self.target)
-        if loc.local:
-            shutil.rmtree(self.staging, ignore_errors=True)
-        elif loc.fs.get_file_info(self.staging).type.name == "Directory":
-            loc.fs.delete_dir(self.staging)
+        for directory in self._directories(loc):
+            if loc.local:
+                shutil.rmtree(directory, ignore_errors=True)
+            elif loc.fs.get_file_info(directory).type.name == "Directory":
+                loc.fs.delete_dir(directory)
 
     def describe(self) -> str:
         return f"clear the staging directory {self.staging}"
@@ -189,7 +217,7 @@ class DeleteTargetFiles(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(self.target)
-        if any(_exists(loc, p) for p in self.paths):
+        if any(_is_file(loc, p) for p in self.paths):  # a directory there now is a publish's doing
             return False
         if loc.local and self.root:  # and the directories they emptied are gone
             parents = {posixpath.dirname(p) for p in self.paths if posixpath.dirname(p) != self.root.rstrip("/")}
@@ -201,7 +229,7 @@ class DeleteTargetFiles(CommitStep):
         for i, path in enumerate(self.paths):
             if i == len(self.paths) // 2:
                 ctx.midway()
-            if _exists(loc, path):
+            if _is_file(loc, path):
                 if loc.local:
                     os.remove(path)
                 else:

@@ -57,6 +57,7 @@ from engine.copy.listing import (
     list_source,
     output_name,
     target_files,
+    unpacks,
 )
 from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
 from engine.copy.tasks import blocks, pack
@@ -130,10 +131,10 @@ class CopyDag:
         register(self.target)
         self.meta = resolve(spec.manifests_dir)
         attrs = conf.attributes
-        self.options = CopyOptions(
+        options = CopyOptions(
             source=self.source,
             target=self.target,
-            staging=self.target.join(STAGING, staging_name(job, spec.name)),
+            staging="",
             chain=tuple(conf.transforms),
             checksum=conf.verify.checksum,
             buffer_size=int(conf.tasks.buffer_size),
@@ -143,6 +144,10 @@ class CopyDag:
             uid=_uid(attrs.owner),
             gid=_gid(attrs.group),
         )
+        # Staging per recipe: files staged under another config are never mistaken for this one's.
+        self.staging_family = staging_name(job, spec.name)
+        staging = self.target.join(STAGING, f"{self.staging_family}.{recipe(options)[:8]}")
+        self.options = replace(options, staging=staging)
         self.listings: dict[str, DatasetListing] = {}
         self._previous: dict[str, dict[str, manifest.Entry]] = {}
         """Each dataset's last manifest, read while planning."""
@@ -209,6 +214,7 @@ class CopyDag:
                 self.target,
                 ds.target,
                 of_file=output_name(self.conf, posixpath.basename(ds.name)) if ds.file else None,
+                unpacked=unpacks(self.conf),
             )
             for ds in datasets
         }
@@ -284,8 +290,10 @@ class CopyDag:
         split = self.conf.split
         entries = staged_entries(self.options) if work else {}  # what earlier runs staged
         for listing in work:
+            deleting = set(listing.delete)
             for f in listing.copy:
-                item = CopyItem(f, listing.dataset.target)
+                cleared = bool(deleting) and any(a in deleting for a in _ancestors(f.target))
+                item = CopyItem(f, listing.dataset.target, cleared=cleared)
                 found = reusable(self.options, item, entries.get(f.stage_key))
                 if found is not None:
                     reused.append(found)
@@ -438,19 +446,22 @@ class CopyDag:
                 continue
             sets = self._sets(listing, results)
             published: list[CopyableFile] = []
-            if not hold:  # deletions first: a directory deleted at the source may now be a file
+            later: list[str] = []
+            if not hold:
                 copied_here = {o for c in results.values() if c.dataset == name for o, _ in c.outputs}
                 listing.delete = [rel for rel in listing.delete if rel not in copied_here]
-                if listing.delete:
-                    paths = [posixpath.join(listing.dataset.target, rel) for rel in listing.delete]
-                    steps.append(DeleteTargetFiles(self.target.url, name, paths, root=listing.dataset.target))
-                    metrics.files_deleted += len(listing.delete)
+                metrics.files_deleted += len(listing.delete)
+                first, later = _in_the_way(listing.delete, copied_here)
+                if first:  # a file where a new directory goes, or in a directory a new file replaces
+                    steps.append(self._deletion(listing, first))
             for (ds, file_set), files in sorted(sets.items()):
                 if (ds, file_set) in failed_sets or hold:
                     continue
                 steps.append(self._publish_step(listing, file_set, files, results))
                 published += files
                 events.append(self._event(listing, file_set, files, results, batch, now))
+            if later:  # the rest once the new files are in place: a moved file is never missing
+                steps.append(self._deletion(listing, later))
             ds_failed = [c for c in failures if c.dataset == name]
             if not hold:
                 entries = self._entries(listing, published, results)
@@ -476,7 +487,7 @@ class CopyDag:
             )
             ds_metrics.update(published=len(published), mb=round(copied_bytes / 1e6, 3))
         if steps and not failed_sets and not hold:  # nothing left to reuse: journals and leftovers go
-            steps.append(ClearStaging(self.target.url, self.options.staging))
+            steps.append(ClearStaging(self.target.url, self.options.staging, family=self.staging_family))
         if events and self.spec.events_dir:
             register(resolve(self.spec.events_dir))
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.job}.{self.name}.b{batch.number:06d}.{self.run_id}.jsonl")
@@ -529,6 +540,10 @@ class CopyDag:
         for f in listing.copy:
             sets.setdefault((f.dataset, f.file_set), []).append(f)
         return sets
+
+    def _deletion(self, listing: DatasetListing, rels: list[str]) -> DeleteTargetFiles:
+        paths = [posixpath.join(listing.dataset.target, rel) for rel in rels]
+        return DeleteTargetFiles(self.target.url, listing.dataset.name, paths, root=listing.dataset.target)
 
     def _publish_step(
         self, listing: DatasetListing, file_set: str, files: list[CopyableFile], results: dict[str, Copied]
@@ -634,10 +649,28 @@ class CopyDag:
 
 
 def staging_name(job: str, dag: str) -> str:
-    """The DAG's directory under ``_engine_staging``: readable, and unique per (job, DAG) even
-    where sanitising makes two names alike (``a.b``+``c`` and ``a``+``b.c``)."""
+    """The start of the DAG's directories under ``_engine_staging`` (one per recipe, named
+    ``<this>.<recipe digest>``): readable, and unique per (job, DAG) even where sanitising makes
+    two names alike (``a.b``+``c`` and ``a``+``b.c``)."""
     digest = hashlib.sha1(f"{job}\0{dag}".encode()).hexdigest()[:8]
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{dag}") + f".{digest}"
+
+
+def _in_the_way(deletions: list[str], outputs: set[str]) -> tuple[list[str], list[str]]:
+    """Split ``deletions`` into those a publish needs gone first (a file where an output's
+    directory goes, or a file under a path an output takes) and the rest."""
+    parents = {p for o in outputs for p in _ancestors(o)}
+    first: list[str] = []
+    later: list[str] = []
+    for rel in deletions:
+        blocking = rel in parents or any(p in outputs for p in _ancestors(rel))
+        (first if blocking else later).append(rel)
+    return first, later
+
+
+def _ancestors(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _fail_shared_outputs(listing: DatasetListing, results: dict[str, Copied]) -> None:

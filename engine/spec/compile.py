@@ -269,7 +269,7 @@ def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Conte
 def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, file: str | None) -> None:
     """Refuse copy targets that overlap what they must not: their own source (every run would copy
     its own output, or list and delete the source as target files), the engine's metadata, or the
-    same target of another copy DAG (or one inside a target whose DAG propagates deletions)."""
+    same target of another copy DAG (or a nested one where either DAG propagates deletions)."""
     copies = [d for d in dags if isinstance(d, CopyDagSpec)]
     metadata = _place(f"{warehouse.rstrip('/')}/_engine")
     for d in copies:
@@ -289,9 +289,10 @@ def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, 
     for i, a in enumerate(copies):
         for b in copies[i + 1 :]:
             ta, tb = _place(a.copy.target), _place(b.copy.target)
-            outer = a if _inside(tb, ta) else b if _inside(ta, tb) else None
-            if ta == tb or (outer is not None and outer.copy.delete.enabled):
-                why = "the same target" if ta == tb else f"nested targets, and `{outer.name}` propagates deletions"  # type: ignore[union-attr]
+            nested = _inside(tb, ta) or _inside(ta, tb)
+            deleting = next((d for d in (a, b) if d.copy.delete.enabled), None)
+            if ta == tb or (nested and deleting is not None):
+                why = "the same target" if ta == tb else f"nested targets, and `{deleting.name}` propagates deletions"  # type: ignore[union-attr]
                 raise ConfigError(
                     f"copy DAGs `{a.name}` and `{b.name}` have {why} ({a.copy.target}, {b.copy.target}): "
                     "each would see the other's files as its own",

@@ -21,6 +21,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -205,12 +206,14 @@ class LocalMetaTable(MetaTable):
         names = self.arrow.names
         listed = list(rows)
         if listed:
-            data = pa.Table.from_pylist([{n: r[n] for n in names} for r in listed], schema=self.arrow)
+            data = pa.Table.from_pylist([{n: _aware(r[n]) for n in names} for r in listed], schema=self.arrow)
 
             def write() -> None:
                 with self._lock:  # one writer per handle; other processes are Delta's concern
                     table = self._open()
-                    write_deltalake(table if table is not None else self.local, data, mode="append")
+                    if table is None:  # never create it here: it would lack engine.schema_version
+                        raise FileNotFoundError(f"the {self.what} table {self.local} is gone; was it deleted?")
+                    write_deltalake(table, data, mode="append")
 
             retry_conflicts(write, what=f"appending to {self.what}")
         return len(listed)
@@ -284,8 +287,16 @@ def _arrow_schema(schema: StructType) -> Any:
     return pa.schema(fields)
 
 
+def _aware(value: Any) -> Any:
+    """A naive datetime as PySpark stores it: read as the process's local time (``time.mktime``),
+    so rows written by either path agree on any host (UTC hosts: unchanged)."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone(timezone.utc)
+    return value
+
+
 def _naive(value: Any) -> Any:
-    """delta-rs gives UTC-aware datetimes; the engine keeps naive UTC."""
-    if getattr(value, "tzinfo", None) is not None:
-        return value.replace(tzinfo=None)
+    """delta-rs gives UTC-aware datetimes; PySpark gives naive local ones (the engine runs in UTC)."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone().replace(tzinfo=None)
     return value

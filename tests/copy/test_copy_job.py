@@ -489,3 +489,25 @@ def test_glob_datasets_of_single_files_publish_each_file_alone(spark: Any, lake:
     assert sorted(o.unit.dataset for o in both.dags[0].datasets) == ["db/a.csv.gz", "db/b.csv.gz", "db/sub"]
     assert (dst / "db" / "sub" / "c.csv").read_bytes() == b"c\n"
     assert copy_of(both)["files_deleted"] == 0
+
+
+def test_a_file_that_became_a_directory_is_replaced_and_the_deletion_replays_cleanly(spark: Any, lake: Path) -> None:
+    from engine.commit.fs import HadoopFs
+    from engine.commit.steps import StepContext
+    from engine.copy.steps import DeleteTargetFiles
+
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, {"d/b": b"a file", "keep.bin": b"k"})
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst), "delete": {"enabled": True}})
+    assert job.run().status == "SUCCEEDED"
+    (src / "d" / "b").unlink()
+    tree(src, {"d/b/c.txt": b"now inside a directory"})
+    second = job.run()
+    assert second.status == "SUCCEEDED", second.dags[0].message
+    assert checksums(dst) == checksums(src)
+    # Recovery replays the deletion after the publish made `d/b` a directory: it is done, not an error.
+    step = DeleteTargetFiles(str(dst), "mirror", [str(dst / "d" / "b")], root=str(dst))
+    ctx = StepContext(spark, InMemoryMetadataStore(), HadoopFs(spark), fresh=False)
+    assert step.verify(ctx)
+    step.execute(ctx)
+    assert (dst / "d" / "b" / "c.txt").read_bytes() == b"now inside a directory"

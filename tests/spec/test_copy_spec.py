@@ -145,5 +145,12 @@ def test_copy_dags_sharing_a_target_or_deleting_around_one_are_refused(tmp_path:
     assert same.key == "job.dags.two.copy.target" and "`one` and `two` have the same target" in same.message
     nested = error(dags("out/b", True), tmp_path)
     assert "nested targets, and `one` propagates deletions" in nested.message, nested.message
+    outer_first = {
+        "dags": {
+            "one": {"copy": {"source": "a", "target": "out"}},
+            "two": {"copy": {"source": "b", "target": "out/b", "delete": {"enabled": True}}},
+        }
+    }
+    assert "`two` propagates deletions" in error(outer_first, tmp_path).message, "the inner one deleting counts too"
     spec = compile_dict(dags("out/b", False), tmp_path / "lake", file=tmp_path / "jobs" / "mirror.conf")
     assert [d.name for d in spec.dags] == ["one", "two"], "nested targets without deletions are fine"

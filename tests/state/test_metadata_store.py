@@ -133,3 +133,30 @@ class TestDeltaMetadataStore(MetadataStoreContract):
         assert [(r.run_id, r.start_time) for r in reader.job_status("j")] == [("r1", T0 + timedelta(minutes=1))]
         reader.save_state([state("a", LongWatermark(3), 3)])
         assert writer.load_state("j", "d")["a"].watermark == LongWatermark(3)
+
+
+def test_both_ways_agree_on_times_on_a_host_outside_utc(
+    spark: Any, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PySpark reads a naive datetime as the process's local time; the delta-rs path does the same,
+    so rows written one way keep their order and value read the other way on any host."""
+    import time
+
+    from engine.state.delta_store import DeltaMetadataStore
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        root = str(lake / "_engine")
+        monkeypatch.setenv("ENGINE_METADATA_IO", "spark")
+        by_spark = DeltaMetadataStore(spark, root).ensure()
+        by_spark.save_state([state("a", LongWatermark(1), 1)])
+        monkeypatch.setenv("ENGINE_METADATA_IO", "delta-rs")
+        by_rust = DeltaMetadataStore(spark, root).ensure()
+        assert by_rust.load_state("j", "d")["a"].committed_at == T0 + timedelta(minutes=1)
+        by_rust.save_state([state("a", LongWatermark(2), 2)])
+        assert by_spark.load_state("j", "d")["a"].watermark == LongWatermark(2), "the newer row wins both ways"
+        assert by_spark.load_state("j", "d")["a"].committed_at == T0 + timedelta(minutes=2)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
