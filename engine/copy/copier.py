@@ -561,9 +561,9 @@ class _Crc32:
 
 
 def _verify(options: CopyOptions, f: CopyableFile, path: str, size: int, digest: str) -> None:
-    info = options.target.fs.get_file_info(path)
-    if info.size != size:
-        raise OSError(f"the staged copy {options.target.display(path)} has {info.size} bytes, {size} were written")
+    found = os.stat(path).st_size if options.target.local else options.target.fs.get_file_info(path).size
+    if found != size:
+        raise OSError(f"the staged copy {options.target.display(path)} has {found} bytes, {size} were written")
     if options.checksum == "none":
         return
     hasher = _hasher(options.checksum)
