@@ -195,12 +195,14 @@ def copy_items(
     """Copy each item; one failing does not stop the others. ``progress(files, bytes)`` after each."""
     journal = Journal(options)
     writable: set[str] = set()
+    staging_made = False
     try:
         for item in items:
             started = time.monotonic()
             try:
-                if not writable:  # the first file: staging is made once per task
+                if not staging_made:  # once per task (a failure here fails the file, named)
                     _make_dir(options, options.staging)
+                    staging_made = True
                 done = _copy(options, item, writable)
             except Exception as exc:
                 _discard(options, item)
@@ -251,9 +253,13 @@ def marker_path(options: CopyOptions, key: str, block: int) -> str:
 
 
 def staged_path(options: CopyOptions, key: str, name: str) -> str:
+    return staged_file(options.staging, key, name)
+
+
+def staged_file(staging: str, key: str, name: str) -> str:
     """Where an output is staged: ``<key>`` for a file's single output (``name`` empty), else
     ``<key>/<name>`` (an archive's members)."""
-    return f"{options.staging}/{key}/{name}" if name else f"{options.staging}/{key}"
+    return f"{staging}/{key}/{name}" if name else f"{staging}/{key}"
 
 
 def read_block_marker(options: CopyOptions, key: str, block: int, span: list[int]) -> bool:

@@ -23,6 +23,7 @@ from typing import ClassVar
 import pyarrow.fs as pafs
 
 from engine.commit.steps import CommitStep, StepContext, StepError
+from engine.copy.copier import staged_file
 from engine.copy.fs import Location, resolve
 
 LOCATIONS: dict[str, Location] = {}
@@ -159,11 +160,6 @@ def _stream_move(loc: Location, staged: str, dst: str) -> None:
     if _size(loc, dst) != size:
         raise StepError(f"{loc.display(dst)} does not hold the {size} bytes of {loc.display(staged)} after the copy")
     loc.fs.delete_file(staged)
-
-
-def staged_file(staging: str, key: str, name: str) -> str:
-    """Where a staged output waits (as :func:`engine.copy.copier.staged_path` puts it)."""
-    return f"{staging}/{key}/{name}" if name else f"{staging}/{key}"
 
 
 @dataclass
