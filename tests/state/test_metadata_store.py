@@ -160,3 +160,15 @@ def test_both_ways_agree_on_times_on_a_host_outside_utc(
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_an_append_to_a_vanished_metadata_table_names_it_and_creates_nothing(spark: Any, lake: Path) -> None:
+    from engine.state.delta_store import STATE_DDL
+    from engine.state.delta_table import LocalMetaTable
+
+    path = lake / "_engine" / "state"
+    table = LocalMetaTable(spark, str(path), STATE_DDL, version=1, what="state")
+    row = {"job": "j", "dag": "d", "scope": LIVE, "dataset": "a", "watermark": None, "watermark_kind": None}
+    with pytest.raises(FileNotFoundError, match=r"the state table .*/_engine/state is gone"):
+        table.append([{**row, "run_id": "r1", "committed_at": T0, "note": ""}])
+    assert not path.exists(), "no table without its schema version is created"
