@@ -611,7 +611,7 @@ class CopyDag:
         key = hashlib.sha1(dataset.encode()).hexdigest()[:12]
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", dataset)[:60]
         run = re.sub(r"[^A-Za-z0-9_.-]", "_", self.run_id)
-        return self.meta.join(self.name, f"{safe}-{key}", f"b{batch:06d}-{run}.jsonl.gz")
+        return self.meta.join(self.name, f"{safe}-{key}", f"b{batch:06d}-{run}.parquet")
 
     # -- results -------------------------------------------------------------------------------
 
