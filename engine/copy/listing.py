@@ -13,7 +13,6 @@ size, not older than the source, is adopted as it is (the ``cp -u`` rule).
 from __future__ import annotations
 
 import fnmatch
-import functools
 import hashlib
 import logging
 import posixpath
@@ -53,8 +52,11 @@ class Dataset:
     """A single file matched by a ``glob`` finder: ``source`` is the file itself."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CopyableFile:
+    """One source file to consider (treat as immutable: not frozen only because planning builds one
+    per source file and a frozen dataclass costs four times as much to construct)."""
+
     dataset: str
     file_set: str
     path: str
@@ -67,11 +69,14 @@ class CopyableFile:
     """Where it lands, relative to the dataset's target root: the file (single output) or the
     directory its archive unpacks into (``""``: beside the archive)."""
     guid: str
+    _stage_key: str = field(default="", init=False, repr=False, compare=False)
 
-    @functools.cached_property
+    @property
     def stage_key(self) -> str:
         """Its staging name: the guid plus where and how it is copied."""
-        return hashlib.sha1(f"{self.guid}\n{self.target}".encode()).hexdigest()
+        if not self._stage_key:
+            self._stage_key = hashlib.sha1(f"{self.guid}\n{self.target}".encode()).hexdigest()
+        return self._stage_key
 
 
 @dataclass
@@ -280,6 +285,8 @@ def copyable_files(
     )
     partitions: set[str] | None = set() if layout else None
     outside = 0
+    name, filtering, renaming = dataset.name, bool(conf.include or conf.exclude), bool(conf.transforms)
+    by_set = conf.file_set not in ("dataset", None)
     out = []
     for f in found:
         if dataset.file:
@@ -300,20 +307,19 @@ def copyable_files(
                 continue
             assert partitions is not None
             partitions.add(partition)
-        if not matcher(rel):
+        if filtering and not matcher(rel):
             continue
-        info = f.info
-        size, mtime_ns = info.size, info.mtime_ns
+        path, size, mtime_ns = f.info
         out.append(
             CopyableFile(
-                dataset=dataset.name,
-                file_set=_file_set(conf, rel, partition),
-                path=info.path,
-                relative=rel,
-                size=size,
-                mtime_ns=mtime_ns,
-                target=output_name(conf, rel),
-                guid=guid(info.path, size, mtime_ns),
+                name,
+                _file_set(conf, rel, partition) if by_set else "",
+                path,
+                rel,
+                size,
+                mtime_ns,
+                output_name(conf, rel) if renaming else rel,
+                guid(path, size, mtime_ns),
             )
         )
     if outside:
