@@ -61,6 +61,7 @@ from engine.copy.listing import (
 )
 from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
 from engine.copy.tasks import blocks, pack
+from engine.runtime.gcpause import gc_paused
 from engine.runtime.jobdag import DagPlan, DagResult, DatasetOutcome
 from engine.runtime.pyworker import steady_zip_imports
 from engine.runtime.scope import DagScope
@@ -189,7 +190,7 @@ class CopyDag:
         if validate_only or ctx is None:
             return None
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"{self.name}-listing") as pool:
+        with gc_paused(), ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"{self.name}-listing") as pool:
             return self._plan(ctx, pool, started)
 
     def _plan(self, ctx: PlanContext, pool: ThreadPoolExecutor, started: float) -> DagPlan:
@@ -198,6 +199,11 @@ class CopyDag:
         whole_target: Future[dict[str, tuple[int, int]]] | None = None
         if isinstance(self.conf.datasets, RecursiveFinderConf):  # one dataset, at the target root
             whole_target = pool.submit(target_files, self.target, self.target.path)
+        manifests = {  # read while listing (pyarrow reads without the GIL)
+            name: pool.submit(self._manifest, state.watermark)
+            for name, state in ctx.state.items()
+            if isinstance(state.watermark, ManifestWatermark)
+        }
         try:
             found = list_source(self.source)
         except OSError as exc:  # this DAG fails; the job's other DAGs go on
@@ -225,7 +231,8 @@ class CopyDag:
             low = ctx.state[ds.name].watermark if ds.name in ctx.state else None
             try:
                 files, partitions = copyable_files(self.conf, ds, found, self.source.path)
-                previous = self._previous[ds.name] = self._manifest(low)
+                read = manifests.get(ds.name)
+                previous = self._previous[ds.name] = read.result() if read is not None else {}
                 on_target = on_targets[ds.name].result()
                 listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
             except (ListingError, OSError) as exc:
@@ -284,6 +291,20 @@ class CopyDag:
         self._stop = stop or Stop()
         self._marks = {}
         units = {u.dataset: u for u in plan.units}
+        with gc_paused():  # many small objects, no cycles (the copy itself runs unpaused)
+            items, reused = self._items()
+        copied = self._copy(spark, items, on_read) if items else []
+        if self._stop.is_set():
+            return self.cancelled(plan.units, started)
+        kill_point("after_staging", self.name)
+        with gc_paused():
+            results = self._by_file(copied, items)
+            results.update({c.key: c for c in reused})
+            return self._publish(batch, units, results, started)
+
+    def _items(self) -> tuple[list[CopyItem], list[Copied]]:
+        """What the executors copy (files, or blocks of split files), and the files an earlier
+        run staged that are reused as they are."""
         work = [x for x in self.listings.values() if x.copy and not x.error]
         items: list[CopyItem] = []
         reused: list[Copied] = []
@@ -303,13 +324,7 @@ class CopyDag:
                     items.append(item)
         if reused:
             log.info("dag %s: %d file(s) staged by an earlier run are reused", self.name, len(reused))
-        copied = self._copy(spark, items, on_read) if items else []
-        if self._stop.is_set():
-            return self.cancelled(plan.units, started)
-        kill_point("after_staging", self.name)
-        results = self._by_file(copied, items)
-        results.update({c.key: c for c in reused})
-        return self._publish(batch, units, results, started)
+        return items, reused
 
     def _copy(self, spark: SparkSession, items: list[CopyItem], on_read: Callable[[int], None]) -> list[Copied]:
         sc = spark.sparkContext

@@ -1,0 +1,42 @@
+"""Pausing Python's cyclic garbage collector while the driver builds many small objects.
+
+Planning a copy of 20,000 files allocates a few hundred thousand objects (listing entries, copyable
+files, manifest entries), none of them in reference cycles. Each allocation burst sets off the
+collector, and its full passes walk every live object of the driver (PySpark, py4j, pyarrow,
+pydantic: a large heap), so collections took about two thirds of the CPU time of a no-change
+rerun's planning (measured on 20,000 files, listings apart: copyable files, manifest and diff
+0.22 s with collection, 0.09 s without).
+Reference counting still frees everything as usual; only the search for cycles waits.
+
+The pause is process-wide (``gc.disable``) and nests across threads: DAGs plan concurrently, and the
+collector comes back when the last pause ends, as it was before the first.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_holders = 0
+_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic collection while the block runs (in any thread); re-enabled as it was afterwards."""
+    global _holders, _was_enabled
+    with _lock:
+        if _holders == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _holders -= 1
+            if _holders == 0 and _was_enabled:
+                gc.enable()

@@ -1,0 +1,44 @@
+"""The driver's collector pause: nested across threads, and restored as it was."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+from engine.runtime.gcpause import gc_paused
+
+
+def test_the_collector_returns_when_the_last_of_overlapping_pauses_ends() -> None:
+    assert gc.isenabled()
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with gc_paused():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other)
+    with gc_paused():
+        thread.start()
+        assert inside.wait(10)
+        assert not gc.isenabled()
+    assert not gc.isenabled(), "the other thread's pause still holds"
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
+
+
+def test_a_collector_disabled_before_stays_disabled_and_an_error_still_ends_the_pause() -> None:
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    try:
+        with gc_paused():
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    assert gc.isenabled()
