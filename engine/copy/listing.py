@@ -54,8 +54,9 @@ class Dataset:
 
 @dataclass(slots=True)
 class CopyableFile:
-    """One source file to consider (treat as immutable: not frozen only because planning builds one
-    per source file and a frozen dataclass costs four times as much to construct)."""
+    """One source file to consider. Treat it as immutable: it is not frozen only because planning
+    builds one per source file and a frozen dataclass costs four times as much to construct; it is
+    therefore unhashable (key dicts by ``stage_key`` or ``relative``)."""
 
     dataset: str
     file_set: str
@@ -311,7 +312,7 @@ def copyable_files(
             continue
         path, size, mtime_ns = f.info
         out.append(
-            CopyableFile(
+            CopyableFile(  # positional (cheaper): the field order above
                 name,
                 _file_set(conf, rel, partition) if by_set else "",
                 path,

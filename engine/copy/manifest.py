@@ -24,6 +24,11 @@ from engine.copy.fs import Location
 LEGACY_SUFFIX = ".jsonl.gz"
 """Manifests written before the Parquet layout (read, never written)."""
 
+VERSION = 1
+"""The layout written, kept in the Parquet footer (``engine.manifest_version``); a manifest of a
+newer layout is refused as unreadable rather than misread."""
+_VERSION_KEY = b"engine.manifest_version"
+
 SCHEMA = pa.schema(
     [
         pa.field("src", pa.string(), nullable=False),
@@ -59,7 +64,18 @@ def read(loc: Location, path: str) -> dict[str, Entry]:
     if path.endswith(LEGACY_SUFFIX):
         return _read_legacy(loc, path)
     with loc.fs.open_input_file(path) as f:
-        table = pq.read_table(f, schema=SCHEMA)
+        parquet = pq.ParquetFile(f)
+        schema = parquet.schema_arrow
+        found = int((schema.metadata or {}).get(_VERSION_KEY, b"0"))
+        if found > VERSION:
+            raise ValueError(f"manifest layout {found} is newer than this engine's ({VERSION})")
+        missing = [name for name in SCHEMA.names if name not in schema.names]
+        if missing:
+            raise ValueError(f"not a manifest: no column {', '.join(f'`{m}`' for m in missing)}")
+        table = parquet.read(columns=SCHEMA.names)
+    for name in SCHEMA.names:
+        if table.column(name).null_count:
+            raise ValueError(f"manifest column `{name}` has nulls")
     columns = [table.column(name).to_pylist() for name in SCHEMA.names]
     src, guid, size, mtime, out_paths, out_sizes, made = columns
     outputs = [list(zip(p, n, strict=True)) for p, n in zip(out_paths, out_sizes, strict=True)]
@@ -85,7 +101,7 @@ def write(loc: Location, path: str, entries: list[Entry]) -> None:
             [[n for _, n in e.outputs] for e in rows],
             [e.made for e in rows],
         ],
-        schema=SCHEMA,
+        schema=SCHEMA.with_metadata({_VERSION_KEY: str(VERSION).encode()}),
     )
     loc.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     with loc.fs.open_output_stream(path, compression=None) as out:

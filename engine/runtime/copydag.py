@@ -190,7 +190,7 @@ class CopyDag:
         if validate_only or ctx is None:
             return None
         started = time.monotonic()
-        with gc_paused(), ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"{self.name}-listing") as pool:
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"{self.name}-listing") as pool:
             return self._plan(ctx, pool, started)
 
     def _plan(self, ctx: PlanContext, pool: ThreadPoolExecutor, started: float) -> DagPlan:
@@ -199,11 +199,6 @@ class CopyDag:
         whole_target: Future[dict[str, tuple[int, int]]] | None = None
         if isinstance(self.conf.datasets, RecursiveFinderConf):  # one dataset, at the target root
             whole_target = pool.submit(target_files, self.target, self.target.path)
-        manifests = {  # read while listing (pyarrow reads without the GIL)
-            name: pool.submit(self._manifest, state.watermark)
-            for name, state in ctx.state.items()
-            if isinstance(state.watermark, ManifestWatermark)
-        }
         try:
             found = list_source(self.source)
         except OSError as exc:  # this DAG fails; the job's other DAGs go on
@@ -224,17 +219,24 @@ class CopyDag:
             )
             for ds in datasets
         }
+        manifests = {  # read while the targets are listed (pyarrow reads without the GIL)
+            ds.name: pool.submit(self._manifest, ctx.state[ds.name].watermark)
+            for ds in datasets
+            if ds.name in ctx.state
+        }
         units = []
         self.listings = {}
         self._previous = {}
         for ds in datasets:
             low = ctx.state[ds.name].watermark if ds.name in ctx.state else None
             try:
-                files, partitions = copyable_files(self.conf, ds, found, self.source.path)
+                with gc_paused():  # a few objects per file, none cyclic: see gcpause.py
+                    files, partitions = copyable_files(self.conf, ds, found, self.source.path)
                 read = manifests.get(ds.name)
                 previous = self._previous[ds.name] = read.result() if read is not None else {}
                 on_target = on_targets[ds.name].result()
-                listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
+                with gc_paused():
+                    listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
             except (ListingError, OSError) as exc:
                 listing = DatasetListing(ds, error=first_line(exc))
             self.listings[ds.name] = listing
@@ -268,8 +270,9 @@ class CopyDag:
         if not isinstance(low, ManifestWatermark):
             return {}
         try:
-            return manifest.read(self.meta, low.path)
-        except (OSError, ValueError) as exc:
+            with gc_paused():
+                return manifest.read(self.meta, low.path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # not found, corrupt, or not a manifest
             log.warning(
                 "dag %s: manifest %s unreadable (%s); diffing against the target only", self.name, low.path, exc
             )
@@ -291,16 +294,14 @@ class CopyDag:
         self._stop = stop or Stop()
         self._marks = {}
         units = {u.dataset: u for u in plan.units}
-        with gc_paused():  # many small objects, no cycles (the copy itself runs unpaused)
-            items, reused = self._items()
+        items, reused = self._items()
         copied = self._copy(spark, items, on_read) if items else []
         if self._stop.is_set():
             return self.cancelled(plan.units, started)
         kill_point("after_staging", self.name)
-        with gc_paused():
-            results = self._by_file(copied, items)
-            results.update({c.key: c for c in reused})
-            return self._publish(batch, units, results, started)
+        results = self._by_file(copied, items)
+        results.update({c.key: c for c in reused})
+        return self._publish(batch, units, results, started)
 
     def _items(self) -> tuple[list[CopyItem], list[Copied]]:
         """What the executors copy (files, or blocks of split files), and the files an earlier

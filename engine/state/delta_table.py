@@ -21,6 +21,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -182,6 +183,15 @@ class LocalMetaTable(MetaTable):
                 return None
         return self._handle
 
+    def open(self) -> None:
+        """Open the table now if it exists (best effort: an error surfaces at the first real use,
+        where its message says what was being done)."""
+        with self._lock:
+            try:
+                self._open()
+            except Exception:  # reported by the call that needs the table
+                self._handle = None
+
     def ensure(self, properties: dict[str, str] | None = None) -> MetaTable:
         if self.exists():
             return self.check()
@@ -249,6 +259,15 @@ def meta_table(spark: SparkSession, path: str, ddl: str, *, version: int, what: 
     if local_path(path) is not None and os.environ.get("ENGINE_METADATA_IO", "").lower() != "spark":
         return LocalMetaTable(spark, path, ddl, version=version, what=what)
     return MetaTable(spark, path, ddl, version=version, what=what)
+
+
+def open_together(tables: Iterable[MetaTable]) -> None:
+    """Open the delta-rs tables among ``tables`` concurrently: each open reads its log from disk
+    (about 3 ms each from a cold cache), and a run uses five of them."""
+    local = [t for t in tables if isinstance(t, LocalMetaTable)]
+    if len(local) > 1:
+        with ThreadPoolExecutor(len(local), thread_name_prefix="metadata-open") as pool:
+            list(pool.map(LocalMetaTable.open, local))
 
 
 def local_path(path: str) -> str | None:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -89,3 +90,18 @@ def test_a_dataset_whose_state_names_a_legacy_manifest_copies_nothing_again(spar
     assert isinstance(state.watermark, ManifestWatermark) and state.watermark.path.endswith(".parquet")
     assert len(pq.read_table(state.watermark.path)) == len(files)
     assert gzip.decompress((dst / "d1" / "f1.bin.gz").read_bytes()) == b"changed"
+
+
+def test_a_manifest_missing_a_column_or_of_a_newer_layout_is_refused_not_misread(tmp_path: Path) -> None:
+    loc = resolve(str(tmp_path))
+    partial = tmp_path / "partial.parquet"
+    pq.write_table(pa.table({"src": ["a"], "guid": ["g"], "size": [1], "mtime_ns": [2], "made": ["r"]}), partial)
+    with pytest.raises(ValueError, match="`out_paths`"):
+        manifest.read(loc, str(partial))
+
+    newer = tmp_path / "newer.parquet"
+    manifest.write(loc, str(newer), ENTRIES)
+    table = pq.read_table(newer)
+    pq.write_table(table.replace_schema_metadata({b"engine.manifest_version": b"99"}), newer)
+    with pytest.raises(ValueError, match="layout 99 is newer"):
+        manifest.read(loc, str(newer))

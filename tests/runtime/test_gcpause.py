@@ -18,13 +18,15 @@ def test_the_collector_returns_when_the_last_of_overlapping_pauses_ends() -> Non
             release.wait(10)
 
     thread = threading.Thread(target=other)
-    with gc_paused():
-        thread.start()
-        assert inside.wait(10)
-        assert not gc.isenabled()
-    assert not gc.isenabled(), "the other thread's pause still holds"
-    release.set()
-    thread.join(10)
+    try:
+        with gc_paused():
+            thread.start()
+            assert inside.wait(10)
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "the other thread's pause still holds"
+    finally:
+        release.set()
+        thread.join(10)
     assert gc.isenabled()
 
 
