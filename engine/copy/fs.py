@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 import pyarrow.fs as pafs
 
 from engine.errors import ConfigError
+from engine.gcpause import gc_paused
 
 __all__ = [
     "S3_OPTIONS",
@@ -147,14 +148,17 @@ def list_files(loc: Location, root: str) -> list[Listed]:
     if loc.local:
         found: list[Listed] = []
         if os.path.isdir(root):
-            _scan(root.rstrip("/") or "/", found)
+            with gc_paused():  # a local scan is mostly CPU: objects per file, none cyclic
+                _scan(root.rstrip("/") or "/", found)
+                found.sort()
         elif os.path.lexists(root):
             raise NotADirectoryError(f"cannot list {root}: not a directory")
-        found.sort()
         return found
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
-    infos = [info for info in loc.fs.get_file_info(selector) if info.type == pafs.FileType.File]
-    return sorted(Listed(str(i.path), int(i.size or 0), int(i.mtime_ns or 0)) for i in infos)
+    infos = loc.fs.get_file_info(selector)  # the wait on the store, with the collector on
+    with gc_paused():
+        files = [info for info in infos if info.type == pafs.FileType.File]
+        return sorted(Listed(str(i.path), int(i.size or 0), int(i.mtime_ns or 0)) for i in files)
 
 
 def _scan(directory: str, out: list[Listed]) -> None:

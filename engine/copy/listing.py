@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from engine.copy.fs import Listed, Location, list_files
 from engine.copy.manifest import Entry
 from engine.copy.transforms import renamed
+from engine.gcpause import gc_paused
 from engine.spec.copy import CopyConf, DatePartitionedFinderConf, GlobFinderConf
 
 if TYPE_CHECKING:
@@ -219,13 +220,15 @@ def _segments_match(pattern: str, rel: str) -> bool:
 
 
 def list_source(source: Location) -> list[_Found]:
-    return [_Found(info, rel) for info, rel in _below(source, source.path)]
+    listed = list_files(source, source.path)
+    with gc_paused():
+        return [_Found(info, rel) for info, rel in _below(source.path, listed)]
 
 
-def _below(loc: Location, root: str) -> Iterator[tuple[Listed, str]]:
-    """Each file below ``root`` with its path relative to it, staging left out."""
+def _below(root: str, listed: list[Listed]) -> Iterator[tuple[Listed, str]]:
+    """Each file listed below ``root`` with its path relative to it, staging left out."""
     skip = len(root.rstrip("/")) + 1
-    for info in list_files(loc, root):
+    for info in listed:
         rel = info.path[skip:] if info.path.startswith(root) else _relative(root, info.path)
         if STAGING in rel and STAGING in rel.split("/"):
             continue
@@ -449,9 +452,11 @@ def target_files(
     """The files below a dataset's target root (staging excluded): relative path -> (size, mtime ns).
     ``of_file``: a file dataset's output name, whose siblings (other datasets) are not its files;
     ``unpacked``: its output is the directory an archive unpacks into."""
+    listed = list_files(target, root)
     out = {}
-    for info, rel in _below(target, root):
-        if of_file is not None and rel != of_file and not (unpacked and rel.startswith(of_file + "/")):
-            continue
-        out[rel] = (info.size, info.mtime_ns)
+    with gc_paused():
+        for info, rel in _below(root, listed):
+            if of_file is not None and rel != of_file and not (unpacked and rel.startswith(of_file + "/")):
+                continue
+            out[rel] = (info.size, info.mtime_ns)
     return out

@@ -61,7 +61,7 @@ from engine.copy.listing import (
 )
 from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
 from engine.copy.tasks import blocks, pack
-from engine.runtime.gcpause import gc_paused
+from engine.gcpause import gc_paused
 from engine.runtime.jobdag import DagPlan, DagResult, DatasetOutcome
 from engine.runtime.pyworker import steady_zip_imports
 from engine.runtime.scope import DagScope
@@ -299,9 +299,10 @@ class CopyDag:
         if self._stop.is_set():
             return self.cancelled(plan.units, started)
         kill_point("after_staging", self.name)
-        results = self._by_file(copied, items)
-        results.update({c.key: c for c in reused})
-        return self._publish(batch, units, results, started)
+        with gc_paused():  # a few objects per file, none cyclic, and no long wait: see gcpause.py
+            results = self._by_file(copied, items)
+            results.update({c.key: c for c in reused})
+            return self._publish(batch, units, results, started)
 
     def _items(self) -> tuple[list[CopyItem], list[Copied]]:
         """What the executors copy (files, or blocks of split files), and the files an earlier
@@ -311,18 +312,19 @@ class CopyDag:
         reused: list[Copied] = []
         split = self.conf.split
         entries = staged_entries(self.options) if work else {}  # what earlier runs staged
-        for listing in work:
-            deleting = set(listing.delete)
-            for f in listing.copy:
-                cleared = bool(deleting) and any(a in deleting for a in _ancestors(f.target))
-                item = CopyItem(f, listing.dataset.target, cleared=cleared)
-                found = reusable(self.options, item, entries.get(f.stage_key))
-                if found is not None:
-                    reused.append(found)
-                elif split.enabled and f.size >= int(split.min_size):
-                    items += blocks(f, listing.dataset.target, block_size=int(split.block_size))
-                else:
-                    items.append(item)
+        with gc_paused():
+            for listing in work:
+                deleting = set(listing.delete)
+                for f in listing.copy:
+                    cleared = bool(deleting) and any(a in deleting for a in _ancestors(f.target))
+                    item = CopyItem(f, listing.dataset.target, cleared=cleared)
+                    found = reusable(self.options, item, entries.get(f.stage_key))
+                    if found is not None:
+                        reused.append(found)
+                    elif split.enabled and f.size >= int(split.min_size):
+                        items += blocks(f, listing.dataset.target, block_size=int(split.block_size))
+                    else:
+                        items.append(item)
         if reused:
             log.info("dag %s: %d file(s) staged by an earlier run are reused", self.name, len(reused))
         return items, reused

@@ -8,9 +8,12 @@ rerun's planning (measured on 20,000 files, listings apart: copyable files, mani
 0.22 s with collection, 0.09 s without).
 Reference counting still frees everything as usual; only the search for cycles waits.
 
-The pause is process-wide (``gc.disable``), so it covers only CPU-bound stretches (building the
-copyable files, reading a manifest, diffing: milliseconds to seconds for huge trees), never a wait
-on a file system; other DAGs' driver threads see the collector paused for those stretches too. It
+The pause is process-wide (``gc.disable``), so it covers only stretches that are mostly CPU:
+scanning a local tree, turning an object store's listing into records (not the wait for it),
+building the copyable files, reading a manifest, diffing, and after the copy building the publish
+steps from the results; milliseconds to seconds for huge trees (a local path on a slow network
+mount keeps it for as long as its scan). Other DAGs' driver
+threads see the collector paused for those stretches too. It
 nests across threads (DAGs plan concurrently), and the collector comes back when the last pause
 ends, as it was before the first.
 """

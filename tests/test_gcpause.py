@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from engine.runtime.gcpause import gc_paused
+from engine.gcpause import gc_paused
 
 
 def test_the_collector_returns_when_the_last_of_overlapping_pauses_ends() -> None:
