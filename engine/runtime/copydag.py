@@ -197,8 +197,12 @@ class CopyDag:
         """List the source while the target is listed too (the two listings overlap their waits
         on the disks), then diff each dataset."""
         whole_target: Future[dict[str, tuple[int, int]]] | None = None
+        manifests: dict[str, Future[dict[str, manifest.Entry]]] = {}
         if isinstance(self.conf.datasets, RecursiveFinderConf):  # one dataset, at the target root
             whole_target = pool.submit(target_files, self.target, self.target.path)
+            one = self.conf.datasets.name or self.name
+            if one in ctx.state:  # read while the trees are listed (pyarrow reads without the GIL)
+                manifests[one] = pool.submit(self._manifest, ctx.state[one].watermark)
         try:
             found = list_source(self.source)
         except OSError as exc:  # this DAG fails; the job's other DAGs go on
@@ -219,11 +223,9 @@ class CopyDag:
             )
             for ds in datasets
         }
-        manifests = {  # read while the targets are listed (pyarrow reads without the GIL)
-            ds.name: pool.submit(self._manifest, ctx.state[ds.name].watermark)
-            for ds in datasets
-            if ds.name in ctx.state
-        }
+        for ds in datasets:  # found by listing: read while the targets are listed
+            if ds.name in ctx.state and ds.name not in manifests:
+                manifests[ds.name] = pool.submit(self._manifest, ctx.state[ds.name].watermark)
         units = []
         self.listings = {}
         self._previous = {}
