@@ -141,24 +141,31 @@ class Listed(NamedTuple):
     mtime_ns: int
 
 
-def list_files(loc: Location, root: str) -> list[Listed]:
-    """Every file below ``root`` (a directory path within ``loc.fs``), recursively, sorted by path; none if
-    ``root`` does not exist. One listing call: on object stores that is a paged listing of the prefix;
-    on a local disk ``os.scandir`` (directory symlinks are not followed)."""
+_FILE = pafs.FileType.File
+
+
+def list_files(loc: Location, root: str, *, ordered: bool = True) -> list[Listed]:
+    """Every file below ``root`` (a directory path within ``loc.fs``), recursively, sorted by path
+    unless not ``ordered``; none if ``root`` does not exist. One listing call: on object stores
+    that is a paged listing of the prefix; on a local disk ``os.scandir`` (directory symlinks are
+    not followed)."""
     if loc.local:
         found: list[Listed] = []
         if os.path.isdir(root):
             with gc_paused():  # a local scan is mostly CPU: objects per file, none cyclic
                 _scan(root.rstrip("/") or "/", found)
-                found.sort()
+                if ordered:
+                    found.sort()
         elif os.path.lexists(root):
             raise NotADirectoryError(f"cannot list {root}: not a directory")
         return found
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
     infos = loc.fs.get_file_info(selector)  # the wait on the store, with the collector on
     with gc_paused():
-        files = [info for info in infos if info.type == pafs.FileType.File]
-        return sorted(Listed(str(i.path), int(i.size or 0), int(i.mtime_ns or 0)) for i in files)
+        files = [Listed(str(i.path), int(i.size or 0), int(i.mtime_ns or 0)) for i in infos if i.type == _FILE]
+        if ordered:
+            files.sort()
+        return files
 
 
 def _scan(directory: str, out: list[Listed]) -> None:

@@ -452,7 +452,7 @@ def target_files(
     """The files below a dataset's target root (staging excluded): relative path -> (size, mtime ns).
     ``of_file``: a file dataset's output name, whose siblings (other datasets) are not its files;
     ``unpacked``: its output is the directory an archive unpacks into."""
-    listed = list_files(target, root)
+    listed = list_files(target, root, ordered=False)
     out = {}
     with gc_paused():
         for info, rel in _below(root, listed):
