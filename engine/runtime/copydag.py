@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import grp
 import hashlib
-import json
 import logging
 import posixpath
 import pwd
@@ -59,7 +58,8 @@ from engine.copy.listing import (
     target_files,
     unpacks,
 )
-from engine.copy.steps import ClearStaging, DeleteTargetFiles, PublishFileSet, WriteEvents, register
+from engine.copy.publishing import Publisher, ancestors, fail_shared_outputs, file_sets, in_the_way
+from engine.copy.steps import ClearStaging, WriteEvents, register
 from engine.copy.tasks import blocks, pack
 from engine.gcpause import gc_paused
 from engine.runtime.jobdag import DagPlan, DagResult, DatasetOutcome
@@ -149,6 +149,14 @@ class CopyDag:
         self.staging_family = staging_name(job, spec.name)
         staging = self.target.join(STAGING, f"{self.staging_family}.{recipe(options)[:8]}")
         self.options = replace(options, staging=staging)
+        self.publisher = Publisher(
+            job,
+            spec.name,
+            run_id,
+            self.target,
+            self.options,
+            int(attrs.directory_permissions, 8) if attrs.directory_permissions else None,
+        )
         self.listings: dict[str, DatasetListing] = {}
         self._previous: dict[str, dict[str, manifest.Entry]] = {}
         """Each dataset's last manifest, read while planning."""
@@ -318,7 +326,7 @@ class CopyDag:
             for listing in work:
                 deleting = set(listing.delete)
                 for f in listing.copy:
-                    cleared = bool(deleting) and any(a in deleting for a in _ancestors(f.target))
+                    cleared = bool(deleting) and any(a in deleting for a in ancestors(f.target))
                     item = CopyItem(f, listing.dataset.target, cleared=cleared)
                     found = reusable(self.options, item, entries.get(f.stage_key))
                     if found is not None:
@@ -447,7 +455,7 @@ class CopyDag:
         now = utcnow()
         full = self.spec.publish.policy == "full"
         for listing in self.listings.values():
-            _fail_shared_outputs(listing, results)
+            fail_shared_outputs(listing, results)
         failures = [c for c in results.values() if c.status == FAILED]
         failed_sets = {(c.dataset, c.file_set) for c in failures}
         errors = [x.error for x in self.listings.values() if x.error]
@@ -464,27 +472,27 @@ class CopyDag:
             if unit.empty:
                 outcomes.append(DatasetOutcome(unit, DatasetStatus.EMPTY, unit.note, start_time=now))
                 continue
-            sets = self._sets(listing, results)
+            sets = file_sets(listing)
             published: list[CopyableFile] = []
             later: list[str] = []
             if not hold:
                 copied_here = {o for c in results.values() if c.dataset == name for o, _ in c.outputs}
                 listing.delete = [rel for rel in listing.delete if rel not in copied_here]
                 metrics.files_deleted += len(listing.delete)
-                first, later = _in_the_way(listing.delete, copied_here)
+                first, later = in_the_way(listing.delete, copied_here)
                 if first:  # a file where a new directory goes, or in a directory a new file replaces
-                    steps.append(self._deletion(listing, first))
+                    steps.append(self.publisher.deletion(listing, first))
             for (ds, file_set), files in sorted(sets.items()):
                 if (ds, file_set) in failed_sets or hold:
                     continue
-                steps.append(self._publish_step(listing, file_set, files, results))
+                steps.append(self.publisher.file_set(listing, file_set, files, results))
                 published += files
-                events.append(self._event(listing, file_set, files, results, batch, now))
+                events.append(self.publisher.event(listing, file_set, files, results, batch.number, now))
             if later:  # the rest once the new files are in place: a moved file is never missing
-                steps.append(self._deletion(listing, later))
+                steps.append(self.publisher.deletion(listing, later))
             ds_failed = [c for c in failures if c.dataset == name]
             if not hold:
-                entries = self._entries(listing, published, results)
+                entries = self.publisher.entries(listing, published, results, self._previous.get(name, {}))
                 if published or listing.delete or _adopted(listing, unit.low):
                     path = self._manifest_path(name, batch.number)
                     manifest.write(self.meta, path, entries)
@@ -554,79 +562,6 @@ class CopyDag:
         m.by_dataset[listing.dataset.name] = entry
         return entry
 
-    @staticmethod
-    def _sets(listing: DatasetListing, results: dict[str, Copied]) -> dict[tuple[str, str], list[CopyableFile]]:
-        sets: dict[tuple[str, str], list[CopyableFile]] = {}
-        for f in listing.copy:
-            sets.setdefault((f.dataset, f.file_set), []).append(f)
-        return sets
-
-    def _deletion(self, listing: DatasetListing, rels: list[str]) -> DeleteTargetFiles:
-        paths = [posixpath.join(listing.dataset.target, rel) for rel in rels]
-        return DeleteTargetFiles(self.target.url, listing.dataset.name, paths, root=listing.dataset.target)
-
-    def _publish_step(
-        self, listing: DatasetListing, file_set: str, files: list[CopyableFile], results: dict[str, Copied]
-    ) -> PublishFileSet:
-        rows: list[list[object]] = []
-        for f in files:
-            c = results[f.stage_key]
-            for (staged, size), (out, _) in zip(c.staged, c.outputs, strict=True):
-                rows.append([f.stage_key, staged, posixpath.join(listing.dataset.target, out), size])
-        attrs = self.conf.attributes
-        return PublishFileSet(
-            target=self.target.url,
-            staging=self.options.staging,
-            dataset=listing.dataset.name,
-            file_set=file_set,
-            files=rows,
-            directory_mode=int(attrs.directory_permissions, 8) if attrs.directory_permissions else None,
-            uid=self.options.uid,
-            gid=self.options.gid,
-        )
-
-    def _event(
-        self,
-        listing: DatasetListing,
-        file_set: str,
-        files: list[CopyableFile],
-        results: dict[str, Copied],
-        batch: BatchRef,
-        now: Any,
-    ) -> str:
-        outputs = [o for f in files for o in results[f.stage_key].outputs]
-        return json.dumps(
-            {
-                "event": "file_set_published",
-                "job": self.job,
-                "dag": self.name,
-                "dataset": listing.dataset.name,
-                "file_set": file_set,
-                "files": len(outputs),
-                "bytes": sum(n for _, n in outputs),
-                "target": self.target.display(listing.dataset.target),
-                "run_id": self.run_id,
-                "batch": batch.number,
-                "time": now.isoformat() + "Z",
-            },
-            sort_keys=True,
-        )
-
-    def _entries(
-        self, listing: DatasetListing, published: list[CopyableFile], results: dict[str, Copied]
-    ) -> list[manifest.Entry]:
-        entries = dict(listing.kept)
-        previous = self._previous.get(listing.dataset.name, {})
-        for f in listing.copy:  # a file not published keeps its last published entry (the target still has it)
-            if f.relative in previous:
-                entries[f.relative] = previous[f.relative]
-        for f in published:
-            c = results[f.stage_key]
-            entries[f.relative] = manifest.Entry(
-                f.relative, f.guid, f.size, f.mtime_ns, list(c.outputs), recipe(self.options)
-            )
-        return list(entries.values())
-
     def _manifest_path(self, dataset: str, batch: int) -> str:
         key = hashlib.sha1(dataset.encode()).hexdigest()[:12]
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", dataset)[:60]
@@ -674,42 +609,6 @@ def staging_name(job: str, dag: str) -> str:
     two names alike (``a.b``+``c`` and ``a``+``b.c``)."""
     digest = hashlib.sha1(f"{job}\0{dag}".encode()).hexdigest()[:8]
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{dag}") + f".{digest}"
-
-
-def _in_the_way(deletions: list[str], outputs: set[str]) -> tuple[list[str], list[str]]:
-    """Split ``deletions`` into those a publish needs gone first (a file where an output's
-    directory goes, or a file under a path an output takes) and the rest."""
-    parents = {p for o in outputs for p in _ancestors(o)}
-    first: list[str] = []
-    later: list[str] = []
-    for rel in deletions:
-        blocking = rel in parents or any(p in outputs for p in _ancestors(rel))
-        (first if blocking else later).append(rel)
-    return first, later
-
-
-def _ancestors(rel: str) -> list[str]:
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _fail_shared_outputs(listing: DatasetListing, results: dict[str, Copied]) -> None:
-    """Fail each copied file whose output lands where another file's does (archive members with
-    ``into = parent``, or a member named like a plain file): publishing both would let the last
-    one win, and the next run would copy the other again, forever."""
-    owner: dict[str, str] = {o: e.relative for e in listing.kept.values() for o, _ in e.outputs}
-    for f in listing.copy:
-        c = results.get(f.stage_key)
-        if c is None or c.status == FAILED:
-            continue
-        clash = next((o for o, _ in c.outputs if owner.get(o, f.relative) != f.relative), None)
-        if clash is not None:
-            results[f.stage_key] = replace(
-                c, status=FAILED, error=f"{f.relative} and {owner[clash]} would both be copied to {clash}"
-            )
-            continue
-        for o, _ in c.outputs:
-            owner[o] = f.relative
 
 
 def _adopted(listing: DatasetListing, low: object) -> bool:
