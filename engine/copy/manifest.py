@@ -50,7 +50,7 @@ class Entry(NamedTuple):
     outputs: list[tuple[str, int]]
     """``(path relative to the dataset's target root, size)`` of each file it produced."""
     made: str = ""
-    """How it was made (:func:`engine.copy.copier.recipe`); empty for a file adopted as found."""
+    """How it was made (:attr:`engine.copy.copier.CopyOptions.recipe`); empty for a file adopted as found."""
 
     @classmethod
     def from_json(cls, line: str) -> Entry:

@@ -14,7 +14,7 @@ import posixpath
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from engine.copy.copier import FAILED, Copied, CopyOptions, recipe
+from engine.copy.copier import FAILED, Copied, CopyOptions
 from engine.copy.fs import Location
 from engine.copy.listing import CopyableFile, DatasetListing
 from engine.copy.manifest import Entry
@@ -99,7 +99,7 @@ class Publisher:
         for f in listing.copy:
             if f.relative in previous:
                 entries[f.relative] = previous[f.relative]
-        made = recipe(self.options)
+        made = self.options.recipe
         for f in published:
             c = results[f.stage_key]
             entries[f.relative] = Entry(f.relative, f.guid, f.size, f.mtime_ns, list(c.outputs), made)

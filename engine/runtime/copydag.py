@@ -39,7 +39,6 @@ from engine.copy.copier import (
     CopyOptions,
     copy_items,
     finish_split,
-    recipe,
     reusable,
     staged_entries,
 )
@@ -147,7 +146,7 @@ class CopyDag:
         )
         # Staging per recipe: files staged under another config are never mistaken for this one's.
         self.staging_family = staging_name(job, spec.name)
-        staging = self.target.join(STAGING, f"{self.staging_family}.{recipe(options)[:8]}")
+        staging = self.target.join(STAGING, f"{self.staging_family}.{options.recipe[:8]}")
         self.options = replace(options, staging=staging)
         self.publisher = Publisher(
             job,
@@ -246,7 +245,7 @@ class CopyDag:
                 previous = self._previous[ds.name] = read.result() if read is not None else {}
                 on_target = on_targets[ds.name].result()
                 with gc_paused():
-                    listing = diff(self.conf, ds, files, partitions, on_target, previous, recipe(self.options))
+                    listing = diff(self.conf, ds, files, partitions, on_target, previous, self.options.recipe)
             except (ListingError, OSError) as exc:
                 listing = DatasetListing(ds, error=first_line(exc))
             self.listings[ds.name] = listing
