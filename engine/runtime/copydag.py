@@ -459,6 +459,9 @@ class CopyDag:
         failed_sets = {(c.dataset, c.file_set) for c in failures}
         errors = [x.error for x in self.listings.values() if x.error]
         hold = full and bool(failures or errors)
+        outputs: dict[str, set[str]] = {}  # each dataset's copied outputs, gathered once (not per dataset)
+        for c in results.values():
+            outputs.setdefault(c.dataset, set()).update(o for o, _ in c.outputs)
         for name, listing in sorted(self.listings.items()):
             unit = units.get(name)
             if unit is None:
@@ -475,7 +478,7 @@ class CopyDag:
             published: list[CopyableFile] = []
             later: list[str] = []
             if not hold:
-                copied_here = {o for c in results.values() if c.dataset == name for o, _ in c.outputs}
+                copied_here = outputs.get(name, set())
                 listing.delete = [rel for rel in listing.delete if rel not in copied_here]
                 metrics.files_deleted += len(listing.delete)
                 first, later = in_the_way(listing.delete, copied_here)
