@@ -105,3 +105,30 @@ def test_a_manifest_missing_a_column_or_of_a_newer_layout_is_refused_not_misread
     pq.write_table(table.replace_schema_metadata({b"engine.manifest_version": b"99"}), newer)
     with pytest.raises(ValueError, match="layout 99 is newer"):
         manifest.read(loc, str(newer))
+
+
+@pytest.mark.spark
+def test_an_unreadable_manifest_is_named_in_a_warning_and_the_dataset_is_copied_again_whole(
+    spark: Any, lake: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A manifest that is not one (a column missing) falls back to the target alone: with a
+    transform nothing can be adopted, so every file is copied again, and the target ends whole."""
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    files = tree(src, sample())
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst), "transforms": [{"type": "gzip"}]})
+    assert job.run().status == "SUCCEEDED"
+    (state,) = job.metadata.all_state("mirror")
+    assert isinstance(state.watermark, ManifestWatermark)
+    pq.write_table(pa.table({"src": ["x"]}), state.watermark.path)  # damaged in place
+    before = checksums(dst)
+
+    with caplog.at_level("WARNING", logger="engine.runtime.copydag"):
+        again = job.run()
+    assert again.status == "SUCCEEDED"
+    warned = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(warned) == 1 and state.watermark.path in warned[0] and "`guid`" in warned[0]
+    assert copy_of(again)["files_copied"] == len(files)
+    assert checksums(dst) == before
+    (state,) = job.metadata.all_state("mirror")
+    assert isinstance(state.watermark, ManifestWatermark)
+    assert len(pq.read_table(state.watermark.path)) == len(files)
