@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 VERSION_PROPERTY = "engine.schema_version"
+TIDY_AT_FILES = 24
+"""A metadata table is tidied once it holds this many data files: compacted into one file,
+checkpointed, and files removed more than the table's retention ago (7 days) deleted. Every append
+adds a file and every read opens them all (about 0.25 ms a file with delta-rs, plus the replay of
+each commit since the last checkpoint), so without it a copy job run hourly reads its state ever
+more slowly: 100 runs made each read about 50 ms instead of 4."""
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -87,6 +93,11 @@ class MetaTable:
         self._checked = False
         self.properties: dict[str, str] = {}
         """The table's properties, once :meth:`check` has read them."""
+        self.tidy_at = TIDY_AT_FILES
+        self._files: int | None = None
+        """Data files in the table: counted by :meth:`check`, then one more per append."""
+        self._retry_at = 0
+        """After a failed tidy: the file count to try again at."""
 
     def ensure(self, properties: dict[str, str] | None = None) -> MetaTable:
         """Create the table if missing (with ``properties`` if this call creates it) and check its
@@ -126,7 +137,10 @@ class MetaTable:
         return self
 
     def _properties(self) -> dict[str, str]:
-        return table_properties(self.spark, self.path)
+        detail = self.spark.sql(f"DESCRIBE DETAIL {_quoted(self.path)}").first()
+        assert detail is not None
+        self._files = int(detail["numFiles"])
+        return dict(detail["properties"] or {})
 
     def _check_version(self) -> None:
         found = int(self.properties[VERSION_PROPERTY]) if VERSION_PROPERTY in self.properties else None
@@ -142,11 +156,51 @@ class MetaTable:
         names = self.schema.fieldNames()
         tuples = [tuple(r[n] for n in names) for r in rows]
         if tuples:
-            frame = self.spark.createDataFrame(tuples, schema=self.schema)
+            frame = self.spark.createDataFrame(tuples, schema=self.schema).coalesce(1)  # one file per append
             retry_conflicts(
                 lambda: frame.write.format("delta").mode("append").save(self.path), what=f"appending to {self.what}"
             )
+            if self._files is not None:
+                self._files += 1
+                self._tidy_if_due()
         return len(tuples)
+
+    def _tidy(self) -> None:
+        """Compact the table into one file and delete files removed before its retention (Delta
+        checkpoints a table every 10 commits on its own). A compaction never conflicts with
+        appends: another job's rows written meanwhile stay."""
+        table = DeltaTable.forPath(self.spark, self.path)
+        table.optimize().executeCompaction()
+        table.vacuum()
+        self._files = 1
+
+    def _tidy_if_due(self) -> None:
+        """Tidy once the table holds ``tidy_at`` files. Tidying is upkeep: a failure is logged and
+        tried again ``tidy_at`` files later, never raised (the rows are already committed, and a
+        compaction that fails commits nothing)."""
+        files = self._files
+        if files is None or files < max(self.tidy_at, self._retry_at):
+            return
+        started = time.perf_counter()
+        try:
+            self._tidy()
+        except Exception as exc:
+            self._retry_at = files + self.tidy_at
+            log.warning(
+                "the %s table %s was not tidied (%s: %s); it stays correct, only slower to read",
+                self.what,
+                self.path,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        log.info(
+            "tidied the %s table %s: %s file(s) into 1 in %.2f s",
+            self.what,
+            self.path,
+            files,
+            time.perf_counter() - started,
+        )
 
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)
@@ -226,7 +280,19 @@ class LocalMetaTable(MetaTable):
                     write_deltalake(table, data, mode="append")
 
             retry_conflicts(write, what=f"appending to {self.what}")
+            with self._lock:
+                self._files = len(self._handle.file_uris())
+                self._tidy_if_due()
         return len(listed)
+
+    def _tidy(self) -> None:
+        """Compact, delete files removed before the table's retention, then checkpoint, so the
+        next process opens the table from one checkpoint and one file. Call with the lock held."""
+        table = self._handle
+        table.optimize.compact()
+        table.vacuum(dry_run=False)
+        table.create_checkpoint()
+        self._files = len(table.file_uris())
 
     def rows(self, **equals: str) -> list[dict[str, Any]]:
         filters = [(column, "=", value) for column, value in equals.items()] or None
@@ -247,10 +313,9 @@ def _schema(ddl: str) -> StructType:
     return schema
 
 
-def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
-    """A Delta table's properties (a metadata read, no Spark job)."""
-    quoted = path.replace("`", "``")
-    return {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect()}
+def _quoted(path: str) -> str:
+    """``path`` as a Delta table identifier in Spark SQL."""
+    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def meta_table(spark: SparkSession, path: str, ddl: str, *, version: int, what: str) -> MetaTable:
