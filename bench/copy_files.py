@@ -101,7 +101,7 @@ STORE_CALLS = {
         "log_epoch",
         "read_log",
     ),
-    "DeltaRunStore": ("__init__", "append"),
+    "DeltaRunStore": ("__init__", "ensure", "append"),
 }
 
 
@@ -368,14 +368,16 @@ def run_engine(
         spec = compile_job(raw, name=job, file=None, warehouse=str(warehouse))
         session = run_session(spark)
         metadata = DeltaMetadataStore(session, f"{warehouse}/_engine")
+        runs = DeltaRunStore(session, f"{warehouse}/_engine/runs")
         with Lease(f"{warehouse}/_engine", spec.name, run_id=run_id, ttl_seconds=600) as lease:
             manager = JobManager(session, metadata, guard=lease.check)
             started = time.perf_counter()
             planned = manager.plan(spec, run_id)
             plan = time.perf_counter() - started
             metadata.ensure()
+            runs.ensure()
             tables = time.perf_counter() - started - plan
-            result = manager.execute(planned, DeltaRunStore(session, f"{warehouse}/_engine/runs"))
+            result = manager.execute(planned, runs)
     metadata_s, calls = METADATA.take()
     calls = {k: round(v, 3) for k, v in sorted(calls.items(), key=lambda kv: -kv[1])}
     summary = result.summary()

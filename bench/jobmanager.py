@@ -329,7 +329,7 @@ def plan_b(spark: SparkSession, warehouse: Path, inputs: dict[str, Path], parall
     manager = JobManager(spark, store)
     planned = manager.plan(spec, f"bench-{warehouse.name}")
     store.ensure()
-    return manager, planned, DeltaRunStore(spark, str(warehouse / "_engine" / "runs"))
+    return manager, planned, DeltaRunStore(spark, str(warehouse / "_engine" / "runs")).ensure()
 
 
 def run_b(spark: SparkSession, data_dir: Path, parallelism: int, want: tuple[int, int]) -> BRound:

@@ -155,11 +155,12 @@ def _execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
         )
     if mode in ("checkpoint", "commit"):
         return _operate(mode, data, metadata, lease, spec, run_id, spark)
+    store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")  # opened meanwhile, created below
     with lease:  # one run of a job at a time (exit code 3 otherwise)
         manager = JobManager(spark, metadata, guard=lease.check)
         planned = manager.plan(spec, run_id)  # recovery, then every config mistake surfaces here
         metadata.ensure()
-        store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")
+        store.ensure()
         board = Board()
         board.add([d.name for d in spec.dags])
         with shown(board, progress):

@@ -16,6 +16,7 @@ unless already publishing (a publish in progress completes), and nothing half-do
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -37,6 +38,7 @@ from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.spec.copy import CopyDagSpec
 from engine.state import RunRecord, RunStatus, RunStore
+from engine.state.runs import WriteBehind
 from engine.state.store import DatasetStatus, FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
 
 if TYPE_CHECKING:
@@ -181,21 +183,27 @@ class JobManager:
             target=self._cancel_on_stop, args=(stop, finished, board, scopes), name="jobdag-cancel", daemon=True
         )
         canceller.start()
+        runs = WriteBehind(store)  # nothing in the run reads its run rows back
         try:
             outcomes = run_graph(
                 nodes,
-                lambda node: self._run_node(job, by_name[node.name], store, scopes[node.name], stop, board),
+                lambda node: self._run_node(job, by_name[node.name], runs, scopes[node.name], stop, board),
                 parallelism=job.spec.parallelism,
                 ok=lambda r: r.status == "SUCCEEDED",
                 stop=stop.event,
                 thread_name_prefix="jobdag",
             )
+            results = [self._outcome(job, by_name[o.name], o, runs, board) for o in outcomes.values()]
+            for result in results:
+                result.recovered = job.metadata.recovered.get(result.name, [])
+            flow = job.metadata.finish(results, start=job.start, cancelled=stop.is_set())  # as the run rows land
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error in flight says more than a run row's
+                runs.close()
+            raise
         finally:
             finished.set()
-        results = [self._outcome(job, by_name[o.name], o, store, board) for o in outcomes.values()]
-        for result in results:
-            result.recovered = job.metadata.recovered.get(result.name, [])
-        flow = job.metadata.finish(results, start=job.start, cancelled=stop.is_set())
+        runs.close()
         return JobResult(
             job=job.spec.name,
             run_id=job.run_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
-from engine.state.delta_table import meta_table
+from engine.state.delta_table import meta_table, prefetch
 from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStatus, RunStore, latest_per_dag
 
 if TYPE_CHECKING:
@@ -19,19 +19,32 @@ _DDL = (
 
 
 class DeltaRunStore(RunStore):
-    """Create the table if missing (before any concurrency) and refuse a newer schema version."""
+    """Constructing it starts opening the table and creates nothing; :meth:`ensure` (or the first
+    append) creates it if missing, before any concurrency, and refuses a newer schema version."""
 
     def __init__(self, spark: SparkSession, path: str) -> None:
         self.spark = spark
         self.path = path
-        self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs").ensure()
+        self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs")
+        self._ensured = False
+        prefetch([self.table])
+
+    def ensure(self) -> DeltaRunStore:
+        if not self._ensured:
+            self.table.ensure()
+            self._ensured = True
+        return self
 
     def append(self, record: RunRecord) -> None:
-        self.table.append([{**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}])
+        self.ensure().table.append(
+            [{**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}]
+        )
 
     def history(self, job: str, *, limit: int = 20) -> list[RunRecord]:
+        if not self.table.exists():
+            return []
         names = [f.name for f in fields(RunRecord)]
-        rows = self.table.rows(job=job)
+        rows = self.table.check().rows(job=job)
         records = [RunRecord(**{**{n: r[n] for n in names}, "status": RunStatus(r["status"])}) for r in rows]
         records.sort(key=lambda r: (r.end_time is not None, r.end_time or r.start_time))
         return latest_per_dag(records)[:limit]

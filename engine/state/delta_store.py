@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from engine.state import watermarks
-from engine.state.delta_table import MetaTable, meta_table, open_together
+from engine.state.delta_table import MetaTable, meta_table, prefetch
 from engine.state.store import (
     LIVE,
     SCHEMA_VERSION,
@@ -68,7 +68,7 @@ class DeltaMetadataStore(MetadataStore):
             spark, f"{root}/checkpoint_changes", CHANGES_DDL, version=SCHEMA_VERSION, what="checkpoint changes"
         )
         self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
-        open_together([self.log, self.state, self.jobs, self.flows, self.changelog])
+        prefetch([self.log, self.state, self.jobs, self.flows, self.changelog])
 
     def ensure(self) -> DeltaMetadataStore:
         for table in (self.state, self.jobs, self.flows, self.changelog):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import threading
 from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -67,6 +68,37 @@ class InMemoryRunStore(RunStore):
 
     def history(self, job: str, *, limit: int = 20) -> list[RunRecord]:
         return latest_per_dag([r for r in self._rows if r.job == job])[:limit]
+
+
+class WriteBehind(RunStore):
+    """``store``'s appends on one thread of their own, in the order given, so a DAG does not wait
+    for a Delta commit (about 10 ms with delta-rs) to start or to end, and a run's last rows land
+    while its flow row is written. :meth:`close` waits for them all and raises the first failure;
+    :meth:`history` waits first, so it sees every row appended before it."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-rows")
+        self._pending: list[Future[None]] = []
+
+    def append(self, record: RunRecord) -> None:
+        self._pending.append(self._pool.submit(self.store.append, record))
+
+    def history(self, job: str, *, limit: int = 20) -> list[RunRecord]:
+        self.wait()
+        return self.store.history(job, limit=limit)
+
+    def wait(self) -> None:
+        """Wait for every append so far, whether it succeeds or not."""
+        for future in list(self._pending):
+            future.exception()
+
+    def close(self) -> None:
+        """Wait for every append, stop the thread, and raise the first append that failed."""
+        self._pool.shutdown(wait=True)
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
 
 
 def latest_per_dag(rows: list[RunRecord]) -> list[RunRecord]:
