@@ -16,7 +16,6 @@ unless already publishing (a publish in progress completes), and nothing half-do
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.commit.batch import BatchRef
 from engine.converters.base import first_line
+from engine.errors import JobFailedError
 from engine.runtime import progress as phases
 from engine.runtime.copydag import CopyDag
 from engine.runtime.graph import Node, Outcome, run_graph
@@ -198,12 +198,22 @@ class JobManager:
                 result.recovered = job.metadata.recovered.get(result.name, [])
             flow = job.metadata.finish(results, start=job.start, cancelled=stop.is_set())  # as the run rows land
         except BaseException:
-            with contextlib.suppress(Exception):  # the error in flight says more than a run row's
+            try:
                 runs.close()
+            except BaseException as late:  # the error in flight says more than a run row's
+                log.warning("run rows of run %s were not all written: %s", job.run_id, late)
             raise
         finally:
             finished.set()
-        runs.close()
+        try:
+            runs.close()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a pyo3 panic is not an Exception
+            raise JobFailedError(
+                f"run {job.run_id} of job {job.spec.name!r} finished and its flow row says {flow.status.value}, "
+                f"but its run rows were not all written, so `history` will not show every DAG of it: {exc}"
+            ) from exc
         return JobResult(
             job=job.spec.name,
             run_id=job.run_id,

@@ -232,7 +232,7 @@ class LocalMetaTable(MetaTable):
             pending, self._prefetched = self._prefetched, None
             try:
                 self._handle = pending.result()
-            except Exception:  # opened again below, so the error names what was being done
+            except BaseException:  # (a pyo3 panic too) opened again below, so the error names the call
                 self._handle = None
         if self._handle is None:
             from deltalake import DeltaTable as RustTable

@@ -80,6 +80,23 @@ def test_a_failed_upstream_skips_its_dependents_and_says_why(spark: Any, lake: P
     assert [r.status for r in rows] == [DatasetStatus.SKIPPED] and "upstream land" in rows[0].message
 
 
+def test_run_rows_that_cannot_be_written_fail_the_run_and_say_the_data_were_published(spark: Any, lake: Path) -> None:
+    from engine.errors import JobFailedError
+    from engine.state.delta_runs import DeltaRunStore
+
+    src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": i} for i in range(4)])
+    runs_path = str(lake / "_engine" / "runs")
+    DeltaRunStore(spark, runs_path).ensure()  # a newer engine's runs table: every append is refused
+    spark.sql(f"ALTER TABLE delta.`{runs_path}` SET TBLPROPERTIES ('engine.schema_version' = '9')")
+    metadata = InMemoryMetadataStore()
+    with pytest.raises(JobFailedError, match="flow row says SUCCEEDED, but its run rows were not all written"):
+        JobManager(spark, metadata).run(
+            compile_dict({"dags": {"land": files_dag(src, "landed")}}, lake), "run-1", DeltaRunStore(spark, runs_path)
+        )
+    assert sorted(delta_ids(lake / "landed")) == [0, 1, 2, 3]
+    assert [r.status.value for r in metadata.flow_status("t")] == ["SUCCEEDED"]
+
+
 def test_one_at_a_time_higher_priority_then_costlier_dags_start_first(spark: Any, lake: Path) -> None:
     src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": i} for i in range(3)])
     job = {
