@@ -277,10 +277,7 @@ class JobDag:
             return result
         frame: DataFrame | None = None
         try:
-            read = faults.inject(self.source.read(spark, group.units, plan.schema), group.datasets)
-            if len(group.units) == 1:  # one dataset: no need to carry (and persist) its URN per record
-                read = read.drop(DATASET)
-            frame = self._chain(read)
+            frame = self._group_frame(spark, plan, group)
             if self.spec.persist != "NONE":
                 frame.persist(getattr(StorageLevel, self.spec.persist))
             result.counts = self.fork.count_by_dataset(frame, plan.predicates, only=group.units[0].dataset)
@@ -304,6 +301,15 @@ class JobDag:
             share = unit.records / total if total else 1 / len(group.units)
             unit.executor_seconds = seconds * share
         return result
+
+    def _group_frame(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit) -> DataFrame:
+        """The group's records through the chain, lazily. A group of one dataset reads without its
+        URN per record (nothing to carry and persist); it is :func:`with_dataset` that puts it back."""
+        assert plan.schema is not None
+        read = faults.inject(self.source.read(spark, group.units, plan.schema), group.datasets)
+        if len(group.units) == 1:
+            read = read.drop(DATASET)
+        return self._chain(read)
 
     def _publish(
         self,
@@ -331,7 +337,7 @@ class JobDag:
             }
             batch = replace(batch, user_metadata=user_metadata(self.job, self.name, batch.number, marks))
             try:
-                staged, written = self._stage(spark, [g.frame for g in ok if g.frame is not None], plan, ok, batch)
+                staged, written = self._stage(spark, plan, ok, batch)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
                 if self._stop.is_set():  # its Spark jobs were cancelled
                     return self.cancelled(plan.units, started)
@@ -349,11 +355,11 @@ class JobDag:
         return result
 
     def _stage(
-        self, spark: SparkSession, frames: list[DataFrame], plan: DagPlan, ok: list[_Group], batch: BatchRef
+        self, spark: SparkSession, plan: DagPlan, ok: list[_Group], batch: BatchRef
     ) -> tuple[list[Staged], dict[str, int]]:
-        """Stage every sink's branch (and the error table's) of the union of ``frames``."""
+        """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups."""
         fs = HadoopFs(spark)
-        frame = reduce(lambda a, b: a.unionByName(b), frames)
+        frame = union_groups([(g.group, g.frame) for g in ok if g.frame is not None])
         by_branch: dict[str, int] = {}
         for g in ok:
             for counts in g.counts.values():
@@ -436,3 +442,17 @@ class JobDag:
                 check_parses(spark, sql, key=step.key)
         for name, sql in self.spec.branches.items():
             check_parses(spark, sql, key=f"{self.spec.key}.forks.{name}")
+
+
+def with_dataset(frame: DataFrame, group: MultiWorkUnit) -> DataFrame:
+    """``frame`` with each record's dataset URN: a one-dataset group's frame gets it as a constant
+    (added over the persisted frame, so it costs nothing to keep)."""
+    if DATASET in frame.columns:
+        return frame
+    return frame.withColumn(DATASET, F.lit(group.units[0].dataset))
+
+
+def union_groups(frames: list[tuple[MultiWorkUnit, DataFrame]]) -> DataFrame:
+    """One frame of several groups' records. Every group's frame must carry the dataset column for
+    the union to line up, whether it holds one dataset or several."""
+    return reduce(lambda a, b: a.unionByName(b), [with_dataset(f, g) for g, f in frames])
