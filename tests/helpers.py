@@ -61,3 +61,34 @@ def delta_ids(path: Path, column: str = "id") -> list[Any]:
     from deltalake import DeltaTable
 
     return sorted(DeltaTable(str(path)).to_pyarrow_table().column(column).to_pylist())
+
+
+def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """The command line ``./spark-submit.sh <args>`` runs, in this process (the test session's
+    Spark, jobs from ``jobs_dir``): its exit code, its last stdout line parsed, and its stderr."""
+    import contextlib
+    import io
+    import os
+
+    from pyspark.sql import SparkSession
+
+    from engine.cli.app import run_task
+    from engine.config import run_app
+
+    session = SparkSession.getActiveSession()
+    shuffle = session.conf.get("spark.sql.shuffle.partitions") if session else None
+    saved = os.environ.get("ENGINE_JOBS_DIR")
+    os.environ["ENGINE_JOBS_DIR"] = str(jobs_dir)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run_app([*args, "progress=off"], run_task)
+    finally:
+        if session is not None and shuffle is not None:  # the engine's Spark profile sets its own
+            session.conf.set("spark.sql.shuffle.partitions", shuffle)
+        if saved is None:
+            os.environ.pop("ENGINE_JOBS_DIR", None)
+        else:
+            os.environ["ENGINE_JOBS_DIR"] = saved
+    lines = out.getvalue().strip().splitlines()
+    return code, json.loads(lines[-1]) if lines else {}, err.getvalue() + out.getvalue()

@@ -9,6 +9,7 @@ step runs and replayed by a later run.
   commit carrying ``txnAppId``/``txnVersion`` (Delta skips a version it already has) and the batch
   and watermarks in the commit's user metadata.
 - :class:`DeleteStaging`: remove the batch's staging directories.
+- :class:`LogFiles`: add the files the committed datasets read to the file log (one append).
 - :class:`SetWatermarks`: save the datasets' new high watermarks (one append to the state table).
 """
 
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 from engine.commit.fs import HadoopFs
 from engine.errors import EngineError
 from engine.state import watermarks
-from engine.state.store import DatasetState, MetadataStore, utcnow
+from engine.state.store import DatasetState, FileRead, MetadataStore, utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -272,6 +273,33 @@ class SetWatermarks(CommitStep):
 
     def describe(self) -> str:
         return f"set the high watermark of {len(self.watermarks)} dataset(s)"
+
+
+@dataclass
+class LogFiles(CommitStep):
+    kind: ClassVar[str] = "log_files"
+    job: str
+    dag: str
+    scope: str
+    batch: int
+    run_id: str
+    files: list[list[Any]]
+    """``[dataset, path, mtime ms, size, note]`` of every file the committed datasets read."""
+
+    def verify(self, ctx: StepContext) -> bool:
+        return ctx.store.files_logged(self.job, self.dag, self.scope, self.batch)
+
+    def execute(self, ctx: StepContext) -> None:
+        now = utcnow()
+        ctx.store.log_files(
+            [
+                FileRead(self.job, self.dag, self.scope, d, p, int(m), int(n), self.batch, self.run_id, now, note)
+                for d, p, m, n, note in self.files
+            ]
+        )
+
+    def describe(self) -> str:
+        return f"log the {len(self.files)} file(s) read"
 
 
 def user_metadata(job: str, dag: str, batch: int, marks: dict[str, str]) -> str:

@@ -181,6 +181,10 @@ class CopyDag:
         """Each dataset's new manifest (its published files), set by the commit sequence."""
         return dict(self._marks)
 
+    def files_read(self, result: DagResult) -> list[list[Any]]:
+        """Nothing for the file log: a copy dataset's manifest records what it published."""
+        return []
+
     # -- planning ------------------------------------------------------------------------------
 
     def plan(

@@ -170,6 +170,15 @@ class JobDag:
                 marks[o.unit.dataset] = high.to_json()
         return marks
 
+    def files_read(self, result: DagResult) -> list[list[Any]]:
+        """``[dataset, path, mtime ms, size, note]`` of each file the committed datasets read."""
+        return [
+            [o.unit.dataset, *file]
+            for o in result.datasets
+            if o.status == DatasetStatus.COMMITTED
+            for file in self.source.files_read(o.unit)
+        ]
+
     # -- planning ------------------------------------------------------------------------------
 
     def plan(

@@ -15,6 +15,7 @@ Per DAG, in order (see :mod:`engine.commit.log` for the log's rows):
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from engine.commit.fs import HadoopFs
 from engine.commit.killpoints import kill_point
 from engine.commit.log import ABANDONED, ATTEMPT, DONE, PLAN, Batch, DagLog
 from engine.commit.sequence import CommitSequence
-from engine.commit.steps import DeleteStaging, SetWatermarks, StepContext
+from engine.commit.steps import DeleteStaging, LogFiles, SetWatermarks, StepContext
 from engine.converters.base import first_line
 from engine.sources.base import PlanContext
 from engine.sources.workunits import Budget, Size, WorkUnit
@@ -191,7 +192,12 @@ class MetadataManager:
         per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
         first = self.planned == Size(0, 0, 0)
         return PlanContext(
-            state=state, per_dataset=limits.per_dataset.budget(), per_run=per_run, now=self.now, guarantee=first
+            state=state,
+            per_dataset=limits.per_dataset.budget(),
+            per_run=per_run,
+            now=self.now,
+            guarantee=first,
+            files_read=functools.cache(lambda: self.store.files_read(self.job, dag.name, dag.scope)),
         )
 
     def planned_units(self, units: list[WorkUnit]) -> None:
@@ -210,6 +216,9 @@ class MetadataManager:
         dirs = [staged.staging for staged in result.staged if staged.staging]
         if dirs:
             steps.append(DeleteStaging(dirs))
+        files = dag.files_read(result)
+        if files:
+            steps.append(LogFiles(self.job, dag.name, dag.scope, batch.number, self.run_id, files))
         if marks:
             steps.append(SetWatermarks(self.job, dag.name, dag.scope, self.run_id, marks))
         closing: list[LogRow] = []

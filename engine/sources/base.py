@@ -10,13 +10,14 @@ run, so every group reads with the same one.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from engine.sources.conf import SourceConf
 from engine.sources.workunits import Budget, WorkUnit
-from engine.state.store import LIVE, DatasetState, backfill_scope
+from engine.state.store import LIVE, DatasetState, FileKey, backfill_scope
 from engine.state.watermarks import Watermark
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ class PlanContext:
     """The run's start (naive UTC): every "how long ago" is measured from it."""
     guarantee: bool = True
     """Whether the first dataset may exceed ``per_run`` by one item (so a run always progresses)."""
+    files_read: Callable[[], dict[str, set[FileKey]]] = dict
+    """The file log of this source's datasets (in this run's scope), by URN: read when called."""
 
     def low(self, dataset: str) -> Watermark | None:
         found = self.state.get(dataset)
@@ -86,3 +89,12 @@ class Source(ABC):
     def actual_high(self, unit: WorkUnit) -> Watermark | None:
         """Where a unit that read successfully stopped (by default, where it meant to)."""
         return unit.high
+
+    def files_read(self, unit: WorkUnit) -> list[LoggedFile]:
+        """What a unit that committed adds to the file log: the files it read (sources whose
+        items are files; the others keep everything in their watermark)."""
+        return []
+
+
+LoggedFile = tuple[str, int, int, str]
+"""A file for the file log: (path, modification time in ms, size, note: empty when read)."""

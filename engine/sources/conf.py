@@ -109,17 +109,18 @@ class FilesSourceConf(SourceConf):
     options: dict[str, str | int | float | bool] = {}
     """Extra options handed to Spark's reader (``header``, ``sep``, ``multiLine``, ...)."""
     incremental: Literal["new_files", "partitions", "none"] = "new_files"
-    """``new_files``: each run reads the files not read before, ordered by (modification time,
-    path). ``partitions``: each run reads the date partitions after the last one read.
-    ``none``: each run reads everything."""
+    """``new_files``: each run reads the files not read before (the file log knows which),
+    ordered by (modification time, path). ``partitions``: each run reads the date partitions
+    after the last one read. ``none``: each run reads everything."""
     datasets: Literal["single", "directory"] = "single"
     """``single``: all matched files are one dataset. ``directory``: each directory holding matched
     files (or, with ``partitions``, each matched root) is a dataset with its own watermark."""
     min_age: float | int | str = 0
     """Skip files modified less than this long ago (still being written): ``30s``, ``5m``."""
     lookback: float | int | str = 3600.0
-    """Late files: a file whose modification time is up to this much older than the watermark is
-    still read once if it was not read before."""
+    """Only for a watermark stored by an engine before the file log (which kept the files read
+    within this window of it): older files count as read. Late files are otherwise found by the
+    file log, whatever their modification time."""
     partitions: PartitionsConf | None = None
     """With ``incremental = partitions``: the partition directory layout under each path."""
 

@@ -1,10 +1,11 @@
 """Files on any Hadoop file system, read by Spark's built-in formats, incrementally.
 
-``new_files``: a dataset's watermark is the last file read, by (modification time, path). A run
-reads the files after it, in that order, plus *late* files: files not read before whose
-modification time is at most ``lookback`` older than the watermark (the watermark keeps the paths
-read in that window). Ties on modification time are ordered by path, so throttling may stop
-between two files of the same second and the next run continues exactly there.
+``new_files``: a dataset's watermark is the last file read, by (modification time, path), and the
+file log (``_engine/files_read``) holds every file it read. A run reads the files after the
+watermark, in that order, plus *late* files: files before it that the log lacks, whatever their
+modification time (delivered late by ``rsync -a``, ``cp -p`` or ``distcp -p``). Ties on
+modification time are ordered by path, so throttling may stop between two files of the same
+second and the next run continues exactly there.
 
 ``partitions``: a dataset is a root directory; its date partitions (``pattern``) are read whole,
 in time order, once their end is ``delay`` in the past; the watermark is the last partition's
@@ -28,10 +29,11 @@ from pyspark.sql import functions as F
 
 from engine.columns import DATASET
 from engine.errors import ConfigError
-from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
+from engine.sources.base import CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
-from engine.state.watermarks import FileWatermark, TimestampWatermark, Watermark, parse_timestamp
+from engine.state.store import FileKey
+from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -99,41 +101,54 @@ class FilesSource(Source):
     def _plan_new_files(self, files: list[FileEntry], ctx: PlanContext) -> list[WorkUnit]:
         cutoff = int((ctx.now.replace(tzinfo=timezone.utc).timestamp() - float(self.conf.min_age)) * 1000)
         start, end = self._range_ms()
-        lookback_ms = int(float(self.conf.lookback) * 1000)
         by_dataset = _group(files)
         known = set(by_dataset) | set(ctx.state)
+        lows = {d: self._file_low(d, ctx) for d in known}
+        logged = ctx.files_read() if any(low is not None for low in lows.values()) else {}
         candidates = []
         for dataset in sorted(known):
-            low = ctx.low(dataset)
-            if low is not None and not isinstance(low, FileWatermark):
-                raise ConfigError(
-                    f"dataset {dataset} has a {low.kind} watermark, not a file one; "
-                    "reset it with mode=checkpoint checkpoint.action=reset",
-                    key=f"{self.key}.incremental",
-                )
+            read_before = _ReadBefore(lows[dataset], logged.get(dataset, set()), self._lookback_ms)
             eligible = [
                 f
                 for f in by_dataset.get(dataset, [])
-                if f.mtime_ms <= cutoff and start <= f.mtime_ms < end and _is_new(f, low, lookback_ms)
+                if f.mtime_ms <= cutoff and start <= f.mtime_ms < end and not read_before(f)
             ]
             eligible.sort(key=lambda f: f.position)
             candidates.append(Candidate(dataset, eligible, ctx.rank(dataset)))
         chosen = take(candidates, _file_size, per_dataset=ctx.per_dataset, per_run=ctx.per_run, guarantee=ctx.guarantee)
         units = []
         for cand in candidates:
-            low = ctx.low(cand.dataset)
+            low = lows[cand.dataset]
             picked, throttled = chosen[cand.dataset]
             if not picked:
                 units.append(WorkUnit.carry(cand.dataset, low, "throttled" if throttled else "no new files"))
                 continue
-            mtimes = {f.path: f.mtime_ms for f in by_dataset.get(cand.dataset, [])}
-            high = _advance(low, picked, mtimes, lookback_ms)
-            late = sum(1 for f in picked if isinstance(low, FileWatermark) and f.position <= low.position)
+            late = sum(1 for f in picked if low is not None and f.position <= low.position)
             note = f"{late} late file(s)" if late else ""
             if throttled:
                 note = ", ".join(n for n in (note, f"throttled: {len(picked)} of {len(cand.items)} files") if n)
+            high = _advance(low, picked, self._lookback_ms)
             units.append(WorkUnit(cand.dataset, low, high, size=_size(picked), payload=picked, note=note))
         return units
+
+    def _file_low(self, dataset: str, ctx: PlanContext) -> FileWatermark | None:
+        low = ctx.low(dataset)
+        if low is not None and not isinstance(low, FileWatermark):
+            raise ConfigError(
+                f"dataset {dataset} has a {low.kind} watermark, not a file one; "
+                "reset it with mode=checkpoint checkpoint.action=reset",
+                key=f"{self.key}.incremental",
+            )
+        return low
+
+    @property
+    def _lookback_ms(self) -> int:
+        return int(float(self.conf.lookback) * 1000)
+
+    def files_read(self, unit: WorkUnit) -> list[LoggedFile]:
+        if self.conf.incremental != "new_files" or unit.empty:
+            return []
+        return [(f.path, f.mtime_ms, f.size, "") for f in unit.payload]
 
     def _plan_partitions(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:
         conf = self.conf.partitions
@@ -282,25 +297,43 @@ def _ddl_schema(ddl: str) -> StructType:
     return schema
 
 
-def _is_new(f: FileEntry, low: Watermark | None, lookback_ms: int) -> bool:
-    if low is None:
-        return True
-    assert isinstance(low, FileWatermark)
-    if f.position > low.position:
-        return True
-    return f.mtime_ms > low.mtime_ms - lookback_ms and f.path not in low.recent
+class _ReadBefore:
+    """Whether a dataset read a file before: the file log has it (same path, modification time
+    and size: a file rewritten in place is new), or it lies at or before the watermark's floor.
+    Files after the watermark are always new (after a rewind, the log has them and they are read
+    again); a file before it that the log lacks is late, whatever its modification time."""
+
+    def __init__(self, low: FileWatermark | None, logged: set[FileKey], lookback_ms: int) -> None:
+        self.low = low
+        self.logged = logged
+        self.floor = _floor(low, lookback_ms) if low is not None else None
+        self.recent = set(low.recent) if low is not None else set()
+
+    def __call__(self, f: FileEntry) -> bool:
+        if self.low is None or f.position > self.low.position:
+            return False
+        if self.floor is not None and f.position <= self.floor:
+            return True
+        return (f.path, f.mtime_ms, f.size) in self.logged or f.path in self.recent
 
 
-def _advance(low: Watermark | None, picked: list[FileEntry], mtimes: dict[str, int], lookback_ms: int) -> FileWatermark:
-    """The watermark after reading ``picked``: the furthest position, and the paths read within
-    the look-back window of it (earlier ones carried over while still listed)."""
+def _floor(low: FileWatermark, lookback_ms: int) -> tuple[int, str] | None:
+    """Where late files stop being looked for: a watermark stored before the file log knew only
+    the files read within ``lookback`` of it, so anything older counts as read."""
+    if low.legacy:
+        return (low.mtime_ms - lookback_ms, LAST_PATH)
+    return low.floor
+
+
+def _advance(low: FileWatermark | None, picked: list[FileEntry], lookback_ms: int) -> FileWatermark:
+    """The watermark after reading ``picked``: the furthest position, the floor carried (a legacy
+    watermark's look-back window becomes one) and a legacy watermark's recent paths with it."""
     furthest = max(f.position for f in picked)
-    if isinstance(low, FileWatermark) and low.position > furthest:
+    if low is not None and low.position > furthest:
         furthest = low.position
-    floor = furthest[0] - lookback_ms
-    previous = low.recent if isinstance(low, FileWatermark) else ()
-    recent = {p for p in previous if mtimes.get(p, -1) > floor} | {f.path for f in picked if f.mtime_ms > floor}
-    return FileWatermark(furthest[0], furthest[1], tuple(sorted(recent)))
+    floor = _floor(low, lookback_ms) if low is not None else None
+    recent = low.recent if low is not None else ()
+    return FileWatermark(furthest[0], furthest[1], recent, floor=floor)
 
 
 def _group(files: list[FileEntry]) -> dict[str, list[FileEntry]]:

@@ -84,7 +84,7 @@ def _new_value(req: CheckpointRequest, old: Watermark | None) -> Watermark | Non
                 f"rewind moves a watermark back; {new.display()} is after the current {old.display()} (use `set`)",
                 key="checkpoint.value",
             )
-    return new
+    return new.checkpointed(req.action, old)
 
 
 def _dag_of(store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest) -> str:

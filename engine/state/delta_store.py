@@ -2,7 +2,8 @@
 
 ``state`` (dataset watermarks, append-only, newest row per key wins), ``job_status`` (one row per
 run and dataset), ``flow_status`` (one row per run), ``checkpoint_changes`` (who changed which
-watermark, when and why) and ``commit_log`` (the publish protocol's write-ahead log). Every
+watermark, when and why), ``files_read`` (the file log: every file a dataset read) and
+``commit_log`` (the publish protocol's write-ahead log). Every
 write is one Delta append; appends never conflict, so jobs share the location. Tables are created
 by :meth:`DeltaMetadataStore.ensure` before any concurrency (a concurrent creation is retried).
 """
@@ -21,6 +22,8 @@ from engine.state.store import (
     CheckpointChange,
     DatasetState,
     DatasetStatus,
+    FileKey,
+    FileRead,
     FlowState,
     FlowStatusRow,
     JobStatusRow,
@@ -50,6 +53,10 @@ LOG_DDL = (
     "job STRING, dag STRING, scope STRING, batch BIGINT, kind STRING, run_id STRING, at TIMESTAMP, "
     "body STRING, message STRING"
 )
+FILES_DDL = (
+    "job STRING, dag STRING, scope STRING, dataset STRING, path STRING, mtime_ms BIGINT, size BIGINT, "
+    "batch BIGINT, run_id STRING, read_at TIMESTAMP, note STRING"
+)
 CHANGES_DDL = (
     "job STRING, dag STRING, dataset STRING, action STRING, old STRING, new STRING, reason STRING, "
     "user STRING, changed_at TIMESTAMP"
@@ -68,6 +75,7 @@ class DeltaMetadataStore(MetadataStore):
             spark, f"{root}/checkpoint_changes", CHANGES_DDL, version=SCHEMA_VERSION, what="checkpoint changes"
         )
         self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
+        self.files = meta_table(spark, f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
         prefetch([self.log, self.state, self.jobs, self.flows, self.changelog])
 
     def ensure(self) -> DeltaMetadataStore:
@@ -130,6 +138,28 @@ class DeltaMetadataStore(MetadataStore):
 
     def append_log(self, rows: list[LogRow]) -> None:
         self.log.append(asdict(r) for r in rows)
+
+    def log_files(self, rows: list[FileRead]) -> None:
+        """Created by the first batch that logs files (jobs without a files source never pay for it)."""
+        self.files.ensure()
+        self.files.append(asdict(r) for r in rows)
+
+    def files_read(self, job: str, dag: str, scope: str = LIVE) -> dict[str, set[FileKey]]:
+        """Read-only, only the columns that identify a file (a landing folder's log holds a row per
+        file ever read)."""
+        if not _readable(self.files):
+            return {}
+        out: dict[str, set[FileKey]] = {}
+        columns = self.files.columns(["dataset", "path", "mtime_ms", "size"], job=job, dag=dag, scope=scope)
+        for dataset, path, mtime, size in zip(*columns, strict=True):
+            out.setdefault(dataset, set()).add((path, mtime, size))
+        return out
+
+    def files_logged(self, job: str, dag: str, scope: str, batch: int) -> bool:
+        if not _readable(self.files):
+            return False
+        (found,) = self.files.columns(["batch"], job=job, dag=dag, scope=scope, batch=batch)
+        return bool(found)
 
     def log_epoch(self) -> str:
         """Read from the commit log's properties (whichever job created it drew it)."""

@@ -131,6 +131,33 @@ class LogRow:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class FileRead:
+    """One file of a dataset in the file log: read by a committed batch (or skipped on purpose,
+    with a ``note`` saying why). A file counts as read while its path, modification time and size
+    are those logged; rewritten in place, it is a new file."""
+
+    job: str
+    dag: str
+    scope: str
+    dataset: str
+    path: str
+    mtime_ms: int
+    size: int
+    batch: int
+    run_id: str
+    read_at: datetime
+    note: str = ""
+
+    @property
+    def key(self) -> FileKey:
+        return (self.path, self.mtime_ms, self.size)
+
+
+FileKey = tuple[str, int, int]
+"""A file as the file log knows it: (path, modification time in ms, size)."""
+
+
 class MetadataStore(ABC):
     """Where dataset state, status and the commit log live."""
 
@@ -174,6 +201,18 @@ class MetadataStore(ABC):
         """Every commit-log row of ``job``, oldest first."""
 
     @abstractmethod
+    def log_files(self, rows: list[FileRead]) -> None:
+        """Append to the file log in one commit."""
+
+    @abstractmethod
+    def files_read(self, job: str, dag: str, scope: str = LIVE) -> dict[str, set[FileKey]]:
+        """Every file each dataset of ``(job, dag, scope)`` has logged, by dataset URN."""
+
+    @abstractmethod
+    def files_logged(self, job: str, dag: str, scope: str, batch: int) -> bool:
+        """Whether batch ``batch`` of ``(job, dag, scope)`` has logged its files."""
+
+    @abstractmethod
     def log_epoch(self) -> str:
         """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
         it: batch numbers restart with a new log, and must not collide with an old log's."""
@@ -188,6 +227,7 @@ class InMemoryMetadataStore(MetadataStore):
         self.flows: list[FlowStatusRow] = []
         self.changelog: list[CheckpointChange] = []
         self.log: list[LogRow] = []
+        self.files: list[FileRead] = []
         self.epoch = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
 
@@ -233,6 +273,20 @@ class InMemoryMetadataStore(MetadataStore):
 
     def read_log(self, job: str) -> list[LogRow]:
         return [r for r in self.log if r.job == job]
+
+    def log_files(self, rows: list[FileRead]) -> None:
+        with self._lock:
+            self.files.extend(rows)
+
+    def files_read(self, job: str, dag: str, scope: str = LIVE) -> dict[str, set[FileKey]]:
+        out: dict[str, set[FileKey]] = {}
+        for f in self.files:
+            if (f.job, f.dag, f.scope) == (job, dag, scope):
+                out.setdefault(f.dataset, set()).add(f.key)
+        return out
+
+    def files_logged(self, job: str, dag: str, scope: str, batch: int) -> bool:
+        return any((f.job, f.dag, f.scope, f.batch) == (job, dag, scope, batch) for f in self.files)
 
     def log_epoch(self) -> str:
         return self.epoch

@@ -9,9 +9,8 @@ object (``to_json``/``parse``) kept in the state table, and parses from the comm
 - :class:`TimestampWatermark`: a UTC timestamp (naive, microseconds).
 - :class:`MultiLongWatermark`: one long per partition (a Kafka-style topic); ordered only when
   every partition is (``<=`` is element-wise).
-- :class:`FileWatermark`: the last file read, ordered by (modification time, path), with the paths
-  read in the look-back window so a late file (older modification time, listed later) is still
-  picked up once.
+- :class:`FileWatermark`: the last file read, ordered by (modification time, path); the files read
+  are in the file log, so a late file (an older modification time, delivered later) is still read.
 - :class:`ManifestWatermark`: a copy dataset's record of what it published (a manifest file).
 """
 
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
@@ -42,6 +41,11 @@ class Watermark(ABC):
 
     def display(self) -> str:
         return str(self.payload())
+
+    def checkpointed(self, action: str, old: Watermark | None) -> Watermark:
+        """This value as ``mode=checkpoint`` stores it for ``action`` (``set``/``rewind``) over the
+        dataset's ``old`` watermark; most kinds store it as it is."""
+        return self
 
     def to_json(self) -> str:
         return json.dumps({"kind": self.kind, "value": self.payload()}, sort_keys=True)
@@ -103,12 +107,30 @@ class MultiLongWatermark(Watermark):
         )
 
 
+LAST_PATH = "\U0010ffff"
+"""Sorts after every path: ``(mtime, LAST_PATH)`` is at or after every file of that millisecond."""
+
+
 @dataclass(frozen=True)
 class FileWatermark(Watermark):
+    """The last file read, by (modification time, path).
+
+    Which files a dataset has read is kept in the file log (``_engine/files_read``), not here: a
+    file at or before this position that the log lacks is a *late* file, read whatever its
+    modification time. ``floor`` is where that stops: files at or before it count as read
+    whether the log has them or not (set by ``checkpoint.action=set``, which skips what came
+    before). A watermark stored before the file log existed (``legacy``) kept instead the paths
+    read within the look-back window before it (``recent``); the files source turns it into a
+    floor the first time it advances it."""
+
     mtime_ms: int
     path: str
     recent: tuple[str, ...] = ()
-    """Paths already read whose modification time is within the look-back window of ``mtime_ms``."""
+    """Legacy watermarks only: the paths read within the look-back window (carried forward)."""
+    floor: tuple[int, str] | None = None
+    """Files at or before this (mtime, path) count as read even where the file log lacks them."""
+    legacy: bool = False
+    """Stored before the file log existed (no ``floor`` key): its look-back window is the floor."""
     kind: ClassVar[str] = "file"
 
     @property
@@ -116,14 +138,38 @@ class FileWatermark(Watermark):
         return (self.mtime_ms, self.path)
 
     def payload(self) -> dict[str, Any]:
-        return {"mtime_ms": self.mtime_ms, "path": self.path, "recent": list(self.recent)}
+        out: dict[str, Any] = {"mtime_ms": self.mtime_ms, "path": self.path}
+        if self.recent or self.legacy:
+            out["recent"] = list(self.recent)
+        if not self.legacy:  # its presence says the file log holds what was read
+            out["floor"] = list(self.floor) if self.floor else None
+        return out
 
     @classmethod
     def from_payload(cls, value: Any) -> FileWatermark:
-        return cls(int(value["mtime_ms"]), str(value["path"]), tuple(value.get("recent", ())))
+        floor = value.get("floor")
+        return cls(
+            int(value["mtime_ms"]),
+            str(value["path"]),
+            tuple(value.get("recent", ())),
+            floor=(int(floor[0]), str(floor[1])) if floor else None,
+            legacy="floor" not in value,
+        )
 
     def at_most(self, other: Watermark) -> bool:
         return isinstance(other, FileWatermark) and self.position <= other.position
+
+    def checkpointed(self, action: str, old: Watermark | None) -> FileWatermark:
+        """``set``: everything at or before it counts as read. ``rewind``: what comes after it is
+        read again, and late files before it still are (the file log knows what was read), except
+        before a floor the old watermark had, or anywhere before it if the old one predates the
+        file log (which then knows nothing of what was read)."""
+        if action == "set":
+            return replace(self, floor=self.position, recent=(), legacy=False)
+        floor = None
+        if isinstance(old, FileWatermark):
+            floor = self.position if old.legacy else min(old.floor, self.position) if old.floor else None
+        return replace(self, floor=floor, recent=(), legacy=False)
 
     def display(self) -> str:
         when = datetime.fromtimestamp(self.mtime_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]

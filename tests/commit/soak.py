@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from tests.commit.harness import REPO, Inputs, check_exactly_once, driver, run_here, write_job
 
-STEPS = 7  # the harness job's commit sequence: 4 sinks, error table, delete staging, watermarks
+STEPS = 8  # the harness job's commit sequence: 4 sinks, error table, delete staging, file log, watermarks
 POINTS = ["after_plan_saved", "after_staging", "after_sequence_written", "mid_step", "after_step"]
 POINTS += ["before_state_saved", "before_done"]
 DATASETS = ["a", "b", "c"]

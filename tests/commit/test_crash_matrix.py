@@ -18,8 +18,8 @@ from tests.commit.harness import Inputs, check_exactly_once, crash_run, run_here
 
 # The job's sequence (sinks in name order): 1 av (Avro), 2 js (JSON), 3 lake (Delta), 4 pq
 # (Parquet, partitioned: several files, so mid_step:4 stops between renames), 5 the error table,
-# 6 delete staging, 7 set watermarks. before_state_saved is the moment after step 6, before_done
-# the one after step 7.
+# 6 delete staging, 7 log the files read, 8 set watermarks. before_state_saved is the moment after
+# step 7, before_done the one after step 8.
 POINTS = [
     "after_plan_saved",
     "after_staging",
@@ -30,6 +30,7 @@ POINTS = [
     "mid_step:4",
     "after_step:4",
     "after_step:5",
+    "after_step:6",
     "before_state_saved",
     "before_done",
 ]

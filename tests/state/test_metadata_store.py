@@ -16,6 +16,7 @@ from engine.state.store import (
     CheckpointChange,
     DatasetState,
     DatasetStatus,
+    FileRead,
     FlowState,
     FlowStatusRow,
     InMemoryMetadataStore,
@@ -73,6 +74,26 @@ class MetadataStoreContract:
             store.add_change(CheckpointChange("j", "d", "a", "set", None, "{}", "why", "me", at))
         assert [f.run_id for f in store.flow_status("j", limit=2)] == ["r3", "r2"]
         assert [c.changed_at.minute for c in store.changes("j")] == [3, 2, 1]
+
+    def test_the_file_log_holds_each_dataset_files_by_path_mtime_and_size(self) -> None:
+        store = self.store()
+        assert store.files_read("j", "d") == {}
+        assert not store.files_logged("j", "d", LIVE, 1)
+        store.log_files([read("a", "file:/in/x.json", 1), read("b", "file:/in/b/y.json", 1, size=7)])
+        store.log_files([read("a", "file:/in/x.json", 2, mtime=2000), read("a", "file:/in/z.json", 2, scope="bf")])
+        store.log_files([read("a", "file:/in/q.json", 3, dag="other")])
+        assert store.files_read("j", "d") == {
+            "a": {("file:/in/x.json", 1000, 10), ("file:/in/x.json", 2000, 10)},
+            "b": {("file:/in/b/y.json", 1000, 7)},
+        }
+        assert store.files_read("j", "d", "bf") == {"a": {("file:/in/z.json", 1000, 10)}}
+        assert store.files_logged("j", "d", LIVE, 1) and store.files_logged("j", "d", LIVE, 2)
+        assert not store.files_logged("j", "d", LIVE, 3)  # batch 3 is another DAG's
+
+
+def read(dataset: str, path: str, batch: int, *, mtime: int = 1000, size: int = 10, **key: str) -> FileRead:
+    where = {"dag": "d", "scope": LIVE, **key}
+    return FileRead("j", where["dag"], where["scope"], dataset, path, mtime, size, batch, f"r{batch}", T0)
 
 
 class TestInMemoryMetadataStore(MetadataStoreContract):

@@ -33,6 +33,8 @@ T0_MS = 1_793_527_200_000
         MultiLongWatermark(()),
         FileWatermark(T0_MS, "in/b.json"),
         FileWatermark(T0_MS, "in/b.json", recent=("in/a.json", "in/late.json")),
+        FileWatermark(T0_MS, "in/b.json", floor=(T0_MS - 5, "in/a.json")),
+        FileWatermark(T0_MS, "in/b.json", recent=("in/a.json",), legacy=True),
     ],
     ids=repr,
 )
@@ -48,15 +50,22 @@ def test_stored_json_is_a_small_kind_value_object() -> None:
     assert json.loads(LongWatermark(7).to_json()) == {"kind": "long", "value": 7}
     assert json.loads(TimestampWatermark(T0).to_json()) == {"kind": "timestamp", "value": "2026-11-01 10:00:00"}
     assert json.loads(MultiLongWatermark((1, 2)).to_json()) == {"kind": "multi_long", "value": [1, 2]}
-    assert json.loads(FileWatermark(5, "p", ("q",)).to_json()) == {
+    assert json.loads(FileWatermark(5, "p").to_json()) == {
         "kind": "file",
-        "value": {"mtime_ms": 5, "path": "p", "recent": ["q"]},
+        "value": {"mtime_ms": 5, "path": "p", "floor": None},
     }
+    assert json.loads(FileWatermark(5, "p", floor=(3, "o")).to_json())["value"]["floor"] == [3, "o"]
 
 
-def test_a_file_watermark_stored_without_recent_parses_with_none() -> None:
-    text = json.dumps({"kind": "file", "value": {"mtime_ms": 5, "path": "p"}})
-    assert parse(text) == FileWatermark(5, "p", ())
+def test_a_file_watermark_stored_before_the_file_log_parses_as_legacy_and_stays_so() -> None:
+    """Stored without ``floor`` (by an engine that kept the look-back window's paths instead)."""
+    old = {"kind": "file", "value": {"mtime_ms": 5, "path": "p", "recent": ["q"]}}
+    mark = parse(json.dumps(old))
+    assert mark == FileWatermark(5, "p", ("q",), legacy=True)
+    assert json.loads(mark.to_json()) == old  # re-stored (a plan, a status row) as it was
+    assert parse(json.dumps({"kind": "file", "value": {"mtime_ms": 5, "path": "p"}})) == FileWatermark(
+        5, "p", (), legacy=True
+    )
 
 
 def test_a_tz_aware_timestamp_is_kept_as_naive_utc() -> None:
