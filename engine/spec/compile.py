@@ -253,6 +253,9 @@ def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Conte
             if conf.events.path
             else ctx.under_warehouse(f"_engine/copy_events/{ctx.job_name}")
         )
+        if conf.events.path:  # the default lies in the metadata, where the engine places it itself
+            events_key = f"{ckey}.events.path"
+            check_writable(events, warehouse=ctx.warehouse, key=events_key, file=ctx.file, what="the events directory")
     publish = dag.publish if "publish" in dag.model_fields_set else PublishConf(policy="partial")
     return CopyDagSpec(
         name=name,

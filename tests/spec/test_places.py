@@ -96,11 +96,19 @@ def test_places_that_only_look_reserved_are_accepted(tmp_path: Path, sink: str) 
             "`_engine_staging`",
             id="copy-target-in-staging",
         ),
+        pytest.param(
+            {"copy": {"source": "in", "target": "out", "events": {"path": "{lake}/_engine/state"}}},
+            "job.copy.events.path",
+            "metadata",
+            id="copy-events-set-into-the-metadata",
+        ),
     ],
 )
 def test_error_tables_and_copy_targets_in_reserved_places_are_refused(
     tmp_path: Path, raw: dict[str, Any], key: str, needle: str
 ) -> None:
+    if "copy" in raw and "events" in raw["copy"]:
+        raw["copy"]["events"]["path"] = raw["copy"]["events"]["path"].format(lake=tmp_path / "lake")
     error = refused(raw, tmp_path)
     assert error.key == key
     assert needle in error.message
