@@ -152,3 +152,11 @@ def test_a_dependent_knows_which_inputs_its_upstreams_write(
     spec = compile_dict(raw, lake, file=tmp_path / "jobs" / "t.conf")
     (dep,) = [d for d in spec.dags if d.name == "dep"]
     assert made_upstream(spec, dep) is expected
+
+
+def test_the_reserved_names_are_the_ones_the_engine_stages_under() -> None:
+    from engine.commit.batch import STAGING_DIR
+    from engine.copy.listing import STAGING
+    from engine.spec import places
+
+    assert places.STAGING_DIR == STAGING_DIR == STAGING
