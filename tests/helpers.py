@@ -72,8 +72,7 @@ def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
 
     from pyspark.sql import SparkSession
 
-    from engine.cli.app import run_task
-    from engine.config import run_app
+    from engine.cli.app import compose_and_run, run_task
 
     session = SparkSession.getActiveSession()
     shuffle = session.conf.get("spark.sql.shuffle.partitions") if session else None
@@ -82,7 +81,7 @@ def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = run_app([*args, "progress=off"], run_task)
+            code = compose_and_run([*args, "progress=off"], run_task)
     finally:
         if session is not None and shuffle is not None:  # the engine's Spark profile sets its own
             session.conf.set("spark.sql.shuffle.partitions", shuffle)

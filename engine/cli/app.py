@@ -42,13 +42,21 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
             return run_task(app, stop, on_summary=keep)
 
-        code = run_app(sys.argv[1:] if argv is None else argv, task)
+        code = compose_and_run(sys.argv[1:] if argv is None else argv, task)
     if code and not runs:  # Hydra refused the command line and has said why on stderr
         message = "the command line or the config could not be composed (see the message above)"
         print(json.dumps({"status": "CONFIG_ERROR", "message": message}), flush=True)
     elif len(runs) > 1 or any(runs):
         print(json.dumps(multirun_summary(runs), default=str), flush=True)
     sys.exit(code)
+
+
+def compose_and_run(argv: list[str], task: Callable[[AppConfig], int]) -> int:
+    """Hydra composes each run of ``argv`` for ``task``; every documented key of the job's
+    plugins can be overridden as ``key=value``, set in the job file or not."""
+    from engine.spec.documented import documented_defaults  # no JVM: plugin configs only
+
+    return run_app(argv, task, documented=documented_defaults)
 
 
 def multirun_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:

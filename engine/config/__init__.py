@@ -1,5 +1,6 @@
 """The only package that imports pyhocon, omegaconf and hydra."""
 
 from engine.config.app import AppConfig, run_app
+from engine.config.defaults import DocumentedDefaults
 
-__all__ = ["AppConfig", "run_app"]
+__all__ = ["AppConfig", "DocumentedDefaults", "run_app"]

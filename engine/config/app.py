@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from engine.config.defaults import DocumentedDefaults, strip
 from engine.config.jobs_source import JobsConfigSource, locate_job
 from engine.config.redact import redact
 from engine.errors import EXIT_CONFIG, ConfigError
@@ -42,11 +43,14 @@ def conf_dir() -> Path:
     return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "conf"
 
 
-def run_app(argv: list[str], task: Callable[[AppConfig], int]) -> int:
-    """Run ``task`` once per composed config (several times with ``-m``); the worst exit code."""
+def run_app(argv: list[str], task: Callable[[AppConfig], int], *, documented: DocumentedDefaults | None = None) -> int:
+    """Run ``task`` once per composed config (several times with ``-m``); the worst exit code.
+    ``documented`` lists the documented keys a job leaves out, so that ``key=value`` overrides
+    them as it does the keys the job file sets."""
     # Hydra discovers config sources only as installed plugins; registering ours directly keeps
     # the engine importable from a --py-files zip.
     SourcesRegistry.instance().register(JobsConfigSource)
+    JobsConfigSource.documented = documented
     if "--cfg" in argv or "-c" in argv:
         return _show_config(argv)
     codes: list[int] = []
@@ -75,6 +79,7 @@ def _app_config(cfg: DictConfig) -> AppConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot resolve config: {exc}", file=str(file) if file else None) from exc
     assert isinstance(data, dict)
+    strip(data.get("job"))
     hydra_cfg = HydraConfig.get()
     return AppConfig(
         data={str(k): v for k, v in data.items()},
@@ -102,6 +107,7 @@ def _show_config(argv: list[str]) -> int:
         print(f"Error composing the config: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     assert isinstance(data, dict)
+    strip(data.get("job"))
     if kind == "hydra":
         data = {"hydra": data.get("hydra", {})}
     elif kind == "job":

@@ -2,19 +2,21 @@
 
 ``job=demo/orders`` selects ``jobs/demo/orders.conf`` (or ``.yaml``/``.yml``). Only the selected
 file is read. Because the job is a regular Hydra config node, every key in it can be overridden
-or swept from the command line, and a mistyped key is refused by Hydra.
+or swept from the command line, and a mistyped key is refused by Hydra. The documented keys the
+file leaves out are filled in while it composes (:mod:`engine.config.defaults`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from omegaconf import DictConfig, OmegaConf
 
+from engine.config.defaults import DocumentedDefaults, fill
 from engine.config.hocon import load_hocon
 from engine.errors import ConfigError
 
@@ -56,6 +58,10 @@ def _open_backfill_keys(config: Any) -> None:
 
 
 class JobsConfigSource(ConfigSource):
+    documented: ClassVar[DocumentedDefaults | None] = None
+    """Lists the documented keys a job leaves out, to fill in (:mod:`engine.config.defaults`); set
+    by :func:`~engine.config.run_app` on the class, since Hydra makes its sources itself."""
+
     @staticmethod
     def scheme() -> str:
         return "jobs"
@@ -66,9 +72,11 @@ class JobsConfigSource(ConfigSource):
         if file is None:
             raise ConfigLoadError(f"Config not found : {config_path}")
         try:
-            data = load_hocon(file) if file.suffix == ".conf" else OmegaConf.load(file)
+            data = load_hocon(file) if file.suffix == ".conf" else OmegaConf.to_container(OmegaConf.load(file))
         except ConfigError as exc:
             raise ConfigLoadError(str(exc)) from exc
+        if isinstance(data, dict):  # the class's, not bound to this instance
+            data = fill({str(k): v for k, v in data.items()}, JobsConfigSource.documented)
         config = OmegaConf.create(data)
         _open_backfill_keys(config)
         return ConfigResult(

@@ -3,8 +3,9 @@
 Planning first recovers each DAG's unpublished batches (the commit log), then plans every DAG that
 depends on no other (state loaded, work units computed or an open plan taken again, chains
 checked), so a config mistake in any of them stops the job before any data is written. A DAG that
-runs ``after`` others is checked the same way without touching its inputs (an upstream may create
-them) and planned when it starts.
+runs ``after`` others is checked the same way, except that an input one of its upstreams writes
+need not exist yet (:func:`~engine.spec.places.made_upstream`), and planned when it starts.
+``validate`` follows the same rule.
 
 DAGs then run ``parallelism`` at a time (:mod:`engine.runtime.graph`): higher ``priority`` first,
 then the one that cost most in its last run, each in its own SQL session, FAIR scheduler pool and
@@ -37,6 +38,7 @@ from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.spec.copy import CopyDagSpec
+from engine.spec.places import made_upstream
 from engine.state import RunRecord, RunStatus, RunStore
 from engine.state.runs import WriteBehind
 from engine.state.store import DatasetStatus, FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
@@ -126,9 +128,10 @@ class JobManager:
         self._phases = threading.Lock()
 
     def validate(self, spec: JobSpec, run_id: str) -> None:
-        """Check every DAG as :meth:`plan` does, without listing inputs or running any Spark job."""
+        """Check every DAG as :meth:`plan` does, without listing inputs or running any Spark job:
+        an input an upstream DAG writes need not exist yet."""
         for dag in self._dags(spec, run_id):
-            dag.plan(self.spark, validate_only=True)
+            dag.plan(self.spark, validate_only=True, inputs_may_not_exist=made_upstream(spec, dag.spec))
 
     def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
         """Recover, plan and check every DAG; a config mistake raises before any write."""
@@ -147,7 +150,7 @@ class JobManager:
                 log.error("dag %s: %s", dag.name, stuck.message)
                 planned.append(PlannedDag(dag, blocked=stuck))
             elif dag.spec.after:
-                dag.plan(self.spark, validate_only=True, inputs_may_not_exist=True)
+                dag.plan(self.spark, validate_only=True, inputs_may_not_exist=made_upstream(spec, dag.spec))
                 planned.append(PlannedDag(dag))
             else:
                 planned.append(self._plan_one(manager, dag))

@@ -7,8 +7,6 @@ Avro schemas, step names, and that every sink reads from a branch that exists.
 from __future__ import annotations
 
 import difflib
-import os
-import posixpath
 import re
 from collections import Counter
 from dataclasses import replace
@@ -37,6 +35,7 @@ from engine.spec.model import (
     PublishConf,
     SourceSpec,
 )
+from engine.spec.places import check_writable, inside, nested, place
 from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
 
@@ -193,6 +192,8 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
     error_table = None
     if dag.errors.enabled:
         error_table = ctx.under_warehouse(dag.errors.path or f"_errors/{ctx.job_name}")
+        where = f"{key}.errors.path" if dag.errors.path else f"{key}.errors"
+        check_writable(error_table, warehouse=ctx.warehouse, key=where, file=ctx.file, what="the error table")
     return DagSpec(
         name=name,
         key=key,
@@ -252,6 +253,9 @@ def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Conte
             if conf.events.path
             else ctx.under_warehouse(f"_engine/copy_events/{ctx.job_name}")
         )
+        if conf.events.path:  # the default lies in the metadata, where the engine places it itself
+            events_key = f"{ckey}.events.path"
+            check_writable(events, warehouse=ctx.warehouse, key=events_key, file=ctx.file, what="the events directory")
     publish = dag.publish if "publish" in dag.model_fields_set else PublishConf(policy="partial")
     return CopyDagSpec(
         name=name,
@@ -271,27 +275,23 @@ def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, 
     its own output, or list and delete the source as target files), the engine's metadata, or the
     same target of another copy DAG (or a nested one where either DAG propagates deletions)."""
     copies = [d for d in dags if isinstance(d, CopyDagSpec)]
-    metadata = _place(f"{warehouse.rstrip('/')}/_engine")
     for d in copies:
         key = f"{d.key}.copy.target"
-        target = _place(d.copy.target)
-        if _nested(target, _place(d.copy.source)):
+        target = place(d.copy.target)
+        if nested(target, place(d.copy.source)):
             raise ConfigError(
                 f"the target {d.copy.target} and the source {d.copy.source} overlap (one is, or lies inside, the "
                 "other): each run would copy its own output or treat the source as target files",
                 key=key,
                 file=file,
             )
-        if _nested(target, metadata):
-            raise ConfigError(
-                f"the target {d.copy.target} overlaps the engine's metadata ({warehouse}/_engine)", key=key, file=file
-            )
+        check_writable(d.copy.target, warehouse=warehouse, key=key, file=file, what="the target")
     for i, a in enumerate(copies):
         for b in copies[i + 1 :]:
-            ta, tb = _place(a.copy.target), _place(b.copy.target)
-            nested = _inside(tb, ta) or _inside(ta, tb)
+            ta, tb = place(a.copy.target), place(b.copy.target)
+            one_in_other = inside(tb, ta) or inside(ta, tb)
             deleting = next((d for d in (a, b) if d.copy.delete.enabled), None)
-            if ta == tb or (nested and deleting is not None):
+            if ta == tb or (one_in_other and deleting is not None):
                 why = "the same target" if ta == tb else f"nested targets, and `{deleting.name}` propagates deletions"  # type: ignore[union-attr]
                 raise ConfigError(
                     f"copy DAGs `{a.name}` and `{b.name}` have {why} ({a.copy.target}, {b.copy.target}): "
@@ -299,27 +299,6 @@ def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, 
                     key=f"{b.key}.copy.target",
                     file=file,
                 )
-
-
-def _place(path: str) -> tuple[str, str, str]:
-    """``(scheme, authority, normalised path)`` of a path or URL, for overlap checks."""
-    if "://" not in path:
-        return ("file", "", posixpath.normpath(os.path.abspath(path)))
-    scheme, rest = path.split("://", 1)
-    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme.lower(), scheme.lower())
-    authority, _, inner = rest.partition("/")
-    if scheme == "file":
-        return ("file", "", posixpath.normpath("/" + inner))
-    return (scheme, authority.rsplit("@", 1)[-1], posixpath.normpath("/" + inner))
-
-
-def _inside(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
-    """Whether ``a`` lies strictly inside ``b``."""
-    return a[:2] == b[:2] and a[2].startswith(b[2].rstrip("/") + "/")
-
-
-def _nested(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
-    return a == b or _inside(a, b) or _inside(b, a)
 
 
 def _is_local(path: str) -> bool:
@@ -388,4 +367,5 @@ def _compile_sink(name: str, raw: dict[str, Any], key: str, dag: DagConf, ctx: _
         )
     if isinstance(conf, TableSinkConf):
         conf = conf.model_copy(update={"path": ctx.under_warehouse(conf.path)})
+        check_writable(conf.path, warehouse=ctx.warehouse, key=f"{key}.path", file=ctx.file, what="the sink path")
     return PluginSpec(name=name, conf=conf, entry=entry, key=key)

@@ -1,0 +1,128 @@
+"""Where a job writes and reads, compared as places: the paths the engine reserves for itself, and
+which of a DAG's inputs its upstream DAGs create.
+
+A place is ``(scheme, authority, normalised path)``: ``..`` and ``.`` are folded and relative local
+paths made absolute, so ``lake/../_engine/state`` and an absolute path into the warehouse compare
+equal to what the engine itself uses. Symbolic links are not followed.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+
+from engine.errors import ConfigError
+from engine.sinks.conf import TableSinkConf
+from engine.sources.conf import DeltaSourceConf, FilesSourceConf
+from engine.spec.copy import CopyDagSpec
+from engine.spec.model import DagSpec, JobSpec
+
+Place = tuple[str, str, str]
+
+METADATA_DIR = "_engine"
+"""Under the warehouse: state, commit log, runs, leases, file log, copy manifests and events."""
+STAGING_DIR = "_engine_staging"
+"""Below each sink's path and each copy target (``engine.commit.batch``, ``engine.copy.listing``):
+batches staged before their commit sequence publishes them."""
+DELTA_LOG_DIR = "_delta_log"
+"""A Delta table's own log: writing files into it corrupts the table."""
+RESERVED_NAMES = (STAGING_DIR, DELTA_LOG_DIR)
+
+_GLOB = re.compile(r"[*?\[{]")
+
+
+def place(path: str) -> Place:
+    """``(scheme, authority, normalised path)`` of a path or URL, for overlap checks."""
+    if "://" not in path:
+        return ("file", "", posixpath.normpath(os.path.abspath(path)))
+    scheme, rest = path.split("://", 1)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme.lower(), scheme.lower())
+    authority, _, inner = rest.partition("/")
+    if scheme == "file":
+        return ("file", "", posixpath.normpath("/" + inner))
+    return (scheme, authority.rsplit("@", 1)[-1], posixpath.normpath("/" + inner))
+
+
+def inside(a: Place, b: Place) -> bool:
+    """Whether ``a`` lies strictly inside ``b``."""
+    return a[:2] == b[:2] and a[2].startswith(b[2].rstrip("/") + "/")
+
+
+def nested(a: Place, b: Place) -> bool:
+    """Whether ``a`` and ``b`` are one place or one lies inside the other."""
+    return a == b or inside(a, b) or inside(b, a)
+
+
+def within(a: Place, b: Place) -> bool:
+    """Whether ``a`` is ``b`` or lies inside it."""
+    return a == b or inside(a, b)
+
+
+def fixed_prefix(path: str) -> str:
+    """The part of a glob before its first wildcard segment (the whole path if it has none)."""
+    if not _GLOB.search(path):
+        return path
+    head = _GLOB.split(path, 1)[0]
+    return head.rsplit("/", 1)[0] if "/" in head else "."
+
+
+def check_writable(path: str, *, warehouse: str, key: str, file: str | None, what: str) -> None:
+    """Refuse a place the engine owns: ``<warehouse>/_engine`` (and anything under it, or a
+    directory that holds it: overwriting it would delete the metadata), and any path through a
+    staging directory or a Delta log."""
+    metadata = place(f"{warehouse.rstrip('/')}/{METADATA_DIR}")
+    target = place(path)
+    if nested(target, metadata):
+        raise ConfigError(
+            f"{what} {path} overlaps the engine's metadata ({warehouse.rstrip('/')}/{METADATA_DIR}), "
+            "which the engine reserves for itself; choose a path outside it",
+            key=key,
+            file=file,
+        )
+    reserved = next((n for n in target[2].split("/") if n in RESERVED_NAMES), None)
+    if reserved is not None:
+        raise ConfigError(
+            f"{what} {path} lies in a `{reserved}` directory, which the engine or Delta reserves; "
+            "choose a path outside it",
+            key=key,
+            file=file,
+        )
+
+
+def written_by(dag: DagSpec | CopyDagSpec) -> list[str]:
+    """Every place a DAG writes: its table sinks and error table, or its copy target."""
+    if isinstance(dag, CopyDagSpec):
+        return [dag.copy.target]
+    paths = [s.conf.path for s in dag.sinks if isinstance(s.conf, TableSinkConf)]
+    return [*paths, dag.error_table] if dag.error_table else paths
+
+
+def upstreams(job: JobSpec, dag: DagSpec | CopyDagSpec) -> list[DagSpec | CopyDagSpec]:
+    """The DAGs ``dag`` runs after, directly or through theirs."""
+    by_name = {d.name: d for d in job.dags}
+    seen: dict[str, DagSpec | CopyDagSpec] = {}
+    todo = list(dag.after)
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in by_name:
+            seen[name] = by_name[name]
+            todo.extend(by_name[name].after)
+    return list(seen.values())
+
+
+def made_upstream(job: JobSpec, dag: DagSpec | CopyDagSpec) -> bool:
+    """Whether the DAG reads what one of its upstream DAGs writes (a Delta table one of them
+    creates, or files under what one writes), so its input need not exist before they ran. An
+    input nobody upstream writes must exist, as any other DAG's must."""
+    if isinstance(dag, CopyDagSpec) or not dag.after:
+        return False
+    conf = dag.source.conf
+    if isinstance(conf, DeltaSourceConf):
+        reads = [conf.path]
+    elif isinstance(conf, FilesSourceConf):
+        reads = [fixed_prefix(p) for p in conf.paths()]
+    else:
+        return False
+    writes = [place(p) for up in upstreams(job, dag) for p in written_by(up)]
+    return any(within(place(r), w) for r in reads for w in writes)
