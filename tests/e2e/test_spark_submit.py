@@ -16,13 +16,13 @@ from tests.e2e import REPO, SUBMIT
 pytestmark = pytest.mark.e2e
 
 
-def submit(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def submit(*args: str, timeout: int = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*SUBMIT, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=REPO,
+        cwd=cwd,
     )
 
 
@@ -38,13 +38,22 @@ def rows(path: Path) -> list[dict[str, object]]:
 
 
 def test_demo_job_end_to_end(tmp_path: Path) -> None:
-    wh = tmp_path / "wh"
-    proc = submit("job=demo/orders", f"warehouse={wh}")
+    wh, cwd = tmp_path / "wh", tmp_path / "elsewhere"
+    cwd.mkdir()
+    proc = submit("job=demo/orders", f"warehouse={wh}", cwd=cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(cwd.iterdir()) == [], "nothing in the caller's directory (no spark-warehouse/, derby.log)"
     s = summary(proc)
     assert s["status"] == "SUCCEEDED"
     assert s["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
     assert (s["records_read"], s["errors"]) == (48, 7)
+    output = proc.stdout + proc.stderr  # not a terminal: one log line per change of phase
+    assert output.count("dag orders: running") == 1, output[-3000:]
+    assert output.count("dag orders: publishing") == 1
+    table = proc.stdout.strip().splitlines()[-6:-1]  # the end table (two sinks: a row each), then the JSON
+    assert table[0].split()[:5] == ["dag", "status", "read", "rejected", "written"]
+    assert table[2].split()[:4] == ["orders", "SUCCEEDED", "48", "7"]
+    assert [r.split() for r in table[3:]] == [["lake", "40"], ["big_orders", "15"]]
 
     orders = rows(wh / "orders")
     ids = [r["order_id"] for r in orders]
@@ -169,3 +178,4 @@ def test_status_checkpoint_and_an_idle_rerun_through_spark_submit(tmp_path: Path
         ("reset", dataset, None, "replay for the e2e test")
     ]
     assert changes[0]["old"] is not None and changes[0]["user"]
+
