@@ -92,3 +92,19 @@ def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, 
     assert sorted(r["order_id"] for r in orders) == list(range(1, 41))
     assert sorted(p.name for p in cwd.iterdir()) == ["jobs"], "nothing else lands in the working directory"
     assert [p.suffix for p in (tmp_path / "cache").glob("engine-*")] == [".zip"], "the package went to executors"
+
+
+def test_without_engine_jars_the_jvm_packages_are_resolved_once_into_the_user_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.cli import launch
+
+    # Ivy's cache is the one scripts/bootstrap.sh filled (so nothing is downloaded); the jars are new.
+    (tmp_path / "ivy").symlink_to(REPO / ".cache" / "ivy")
+    monkeypatch.setattr(launch, "SOURCE_TREE", tmp_path / "no-tree")  # as installed: no .cache/jars beside it
+    monkeypatch.delenv("ENGINE_JARS", raising=False)
+    jars = launch.engine_jars(tmp_path)
+    want = sorted(p.name for p in (REPO / ".cache" / "jars").glob("*.jar"))
+    assert sorted(Path(j).name for j in jars) == want
+    assert all(Path(j).parent.parent == tmp_path and Path(j).stat().st_size > 0 for j in jars)
+    assert launch.engine_jars(tmp_path) == jars, "resolved once: the second call finds them"
