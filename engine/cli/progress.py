@@ -53,8 +53,15 @@ class _LogView:
     def __init__(self, board: Board, heartbeat: float) -> None:
         self.board, self.heartbeat = board, heartbeat
         self._done = threading.Event()
+        self._logged: dict[str, str] = {}
+        """The phase each DAG's last line showed: a count moving within a phase is no new line."""
+        self._lock = threading.Lock()
 
     def _changed(self, p: DagProgress) -> None:
+        with self._lock:
+            if self._logged.get(p.name) == p.phase:
+                return
+            self._logged[p.name] = p.phase
         extra = f", {p.records:,} records" if p.records is not None and p.finished else ""
         took = f" in {p.elapsed():.1f}s" if p.finished else ""
         log.info("dag %s: %s%s%s", p.name, p.phase.lower() if p.finished else p.phase, took, extra)
@@ -146,21 +153,28 @@ class _Above:
 
 
 def table(summary: dict[str, Any]) -> str:
-    """The end-of-run table: one row per DAG."""
-    head = ("dag", "status", "read", "written", "rejected", "seconds", "cost (exec s)")
-    rows = [
-        (
-            str(d["name"]),
-            str(d["status"]),
-            f"{d.get('records_read', 0):,}",
-            f"{sum(d.get('sinks', {}).values()):,}",
-            f"{d.get('records_rejected', 0):,}",
-            f"{d.get('seconds', 0):.1f}",
-            f"{d.get('executor_seconds', 0):.1f}",
+    """The end-of-run table: one row per DAG, and below a DAG with several sinks one row per sink.
+    Each sink writes its own branch (valid records, a fork's subset, the errors), so the rows a DAG
+    wrote add up across sinks to more than it read: a per-sink count is never summed."""
+    head = ("dag", "status", "read", "rejected", "written (per sink)", "seconds", "cost (exec s)")
+    rows: list[tuple[str, ...]] = []
+    for d in summary.get("dags", []):
+        sinks: dict[str, int] = d.get("sinks", {})
+        alone = next(iter(sinks.values())) if len(sinks) == 1 else None
+        rows.append(
+            (
+                str(d["name"]),
+                str(d["status"]),
+                f"{d.get('records_read', 0):,}",
+                f"{d.get('records_rejected', 0):,}",
+                f"{alone:,} ({next(iter(sinks))})" if alone is not None else "" if sinks else "0",
+                f"{d.get('seconds', 0):.1f}",
+                f"{d.get('executor_seconds', 0):.1f}",
+            )
         )
-        for d in summary.get("dags", [])
-    ]
+        if len(sinks) > 1:
+            rows += [(f"  {sink}", "", "", "", f"{n:,}", "", "") for sink, n in sinks.items()]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
-    lines = [fmt.format(*head), "  ".join("-" * w for w in widths), *(fmt.format(*r) for r in rows)]
+    lines = [fmt.format(*head), "  ".join("-" * w for w in widths), *(fmt.format(*r).rstrip() for r in rows)]
     return "\n".join(lines)

@@ -38,9 +38,20 @@ class AppConfig:
     multirun: bool = False
 
 
+SOURCE_TREE = Path(__file__).resolve().parents[2]
+PACKAGED = Path(__file__).resolve().parents[1] / "_data"
+"""Where an installed engine keeps the source tree's ``conf/`` and ``jvm-packages.txt`` (setup.py)."""
+
+
+def packaged_file(name: str) -> Path:
+    """``name`` from the installed package's data, else from the source tree the engine runs from."""
+    packaged = PACKAGED / name
+    return packaged if packaged.exists() else SOURCE_TREE / name
+
+
 def conf_dir() -> Path:
     env = os.environ.get("ENGINE_CONF_DIR")
-    return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "conf"
+    return Path(env).resolve() if env else packaged_file("conf")
 
 
 def run_app(argv: list[str], task: Callable[[AppConfig], int], *, documented: DocumentedDefaults | None = None) -> int:

@@ -25,9 +25,13 @@ SUFFIXES = (".conf", ".yaml", ".yml")
 
 
 def jobs_root() -> Path:
-    """``$ENGINE_JOBS_DIR``, else ``jobs/`` beside the engine package."""
+    """``$ENGINE_JOBS_DIR``, else ``jobs/`` beside the engine package in its source tree, else (an
+    installed package) ``jobs/`` in the working directory."""
     env = os.environ.get("ENGINE_JOBS_DIR")
-    return Path(env).resolve() if env else Path(__file__).resolve().parents[2] / "jobs"
+    if env:
+        return Path(env).resolve()
+    tree = Path(__file__).resolve().parents[2]
+    return tree / "jobs" if (tree / "conf" / "config.yaml").is_file() else Path.cwd() / "jobs"
 
 
 def locate_job(choice: str) -> Path | None:

@@ -13,6 +13,7 @@ looked up in :data:`LOCATIONS` (registered by the copy DAGs of the running job) 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
@@ -53,6 +54,15 @@ def _exists(loc: Location, path: str) -> bool:
     if loc.local:
         return os.path.lexists(path)
     return bool(loc.fs.get_file_info(path).type.name != "NotFound")
+
+
+def _empty_dir(loc: Location, path: str) -> bool:
+    """A directory (or an object store's directory marker) with nothing in it."""
+    if loc.local:
+        return os.path.isdir(path) and not os.listdir(path)
+    if loc.fs.get_file_info(path).type != pafs.FileType.Directory:
+        return False
+    return not loc.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
 
 
 def _is_file(loc: Location, path: str) -> bool:
@@ -186,7 +196,9 @@ class ClearStaging(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(self.target)
-        return not any(_exists(loc, d) for d in self._directories(loc))
+        if any(_exists(loc, d) for d in self._directories(loc)):
+            return False
+        return not _empty_dir(loc, posixpath.dirname(self.staging))
 
     def execute(self, ctx: StepContext) -> None:
         loc = location(self.target)
@@ -195,6 +207,21 @@ class ClearStaging(CommitStep):
                 shutil.rmtree(directory, ignore_errors=True)
             elif loc.fs.get_file_info(directory).type.name == "Directory":
                 loc.fs.delete_dir(directory)
+        self._remove_parent_if_empty(loc)
+
+    def _remove_parent_if_empty(self, loc: Location) -> None:
+        """``_engine_staging`` itself goes once nothing is in it, so a mirror holds exactly what its
+        source holds; while another DAG's (or a failed set's) staged files wait there, it stays.
+        Locally ``rmdir`` refuses a directory that is not empty, so a DAG staging there at the same
+        moment keeps its files; an object store has no such check (its directory is a marker object),
+        so it is listed first, and a file staged in between the listing and the deletion would go:
+        the other DAG's publish then finds it missing and fails the set, which its next run copies."""
+        parent = posixpath.dirname(self.staging)
+        if loc.local:
+            with contextlib.suppress(OSError):  # not empty, or already gone
+                os.rmdir(parent)
+        elif _empty_dir(loc, parent):
+            loc.fs.delete_dir(parent)
 
     def describe(self) -> str:
         return f"clear the staging directory {self.staging}"

@@ -31,6 +31,15 @@ _DEFAULTS = {
 }
 
 
+def spark_warehouse() -> str:
+    """Where Spark's catalog keeps managed tables: a directory of the engine's in the temp dir.
+    The engine names every table by its path and creates none there, but Spark makes the directory
+    when its catalog starts (Delta's catalog starts it); by default that is ``spark-warehouse/`` in
+    the caller's working directory. ``spark.conf."spark.sql.warehouse.dir"`` still chooses another."""
+    user = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    return str(Path(tempfile.gettempdir()) / f"engine-spark-warehouse-{user}")
+
+
 def cached_jars(repo_root: Path | None = None) -> list[str]:
     """The jars ``scripts/bootstrap.sh`` resolved into ``.cache/jars``."""
     root = repo_root or Path(__file__).resolve().parents[2]
@@ -46,7 +55,8 @@ def build_session(
         builder = builder.master(master)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in {**_DEFAULTS, **_DELTA, **(conf or {})}.items():
+    settings = {**_DEFAULTS, "spark.sql.warehouse.dir": spark_warehouse(), **_DELTA, **(conf or {})}
+    for key, value in settings.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ENGINE_SPARK_LOG_LEVEL", "WARN"))

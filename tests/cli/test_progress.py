@@ -66,7 +66,32 @@ def test_the_final_table_has_a_row_per_dag() -> None:
             },
         ]
     }
+    summary["dags"].append({**summary["dags"][0], "name": "copy", "sinks": {"target": 1234}})
     lines = table(summary).splitlines()
-    assert lines[0].split() == ["dag", "status", "read", "written", "rejected", "seconds", "cost", "(exec", "s)"]
-    assert lines[2].split() == ["orders", "SUCCEEDED", "48", "55", "7", "3.2", "1.5"]
-    assert lines[3].split() == ["customers", "SKIPPED", "0", "0", "0", "0.0", "0.0"]
+    assert lines[0].split() == [
+        "dag", "status", "read", "rejected", "written", "(per", "sink)", "seconds", "cost", "(exec", "s)"
+    ]  # fmt: skip
+    # each sink's count on a row of its own: a sum over sinks (55 here) counts records twice
+    assert lines[2].split() == ["orders", "SUCCEEDED", "48", "7", "3.2", "1.5"]
+    assert lines[3].split() == ["lake", "40"]
+    assert lines[4].split() == ["big", "15"]
+    assert lines[5].split() == ["customers", "SKIPPED", "0", "0", "0", "0.0", "0.0"]
+    assert lines[6].split() == ["copy", "SUCCEEDED", "48", "7", "1,234", "(target)", "3.2", "1.5"]
+    assert all("55" not in line for line in lines)
+
+
+def test_a_count_moving_within_a_phase_logs_no_new_line(caplog: pytest.LogCaptureFixture) -> None:
+    board = Board()
+    board.add(["orders", "customers"])
+    with caplog.at_level(logging.INFO, logger="engine.progress"), shown(board, "log", heartbeat=60):
+        board.move("orders", RUNNING)
+        board.move("customers", RUNNING)
+        board.move("orders", RUNNING, records=48)  # the read count arrives
+        board.move("orders", PUBLISHING)
+        board.move("orders", "SUCCEEDED")
+    assert [r.getMessage().split(" in ")[0] for r in caplog.records] == [
+        "dag orders: running",
+        "dag customers: running",
+        "dag orders: publishing",
+        "dag orders: succeeded",
+    ]

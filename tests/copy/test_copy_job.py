@@ -40,6 +40,14 @@ def checksums(root: Path) -> dict[str, str]:
     return out
 
 
+def entries(root: Path) -> dict[str, str]:
+    """Everything below ``root``, staging included: each directory as ``dir``, each file by its sha256."""
+    return {
+        p.relative_to(root).as_posix(): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
+
+
 def staged(root: Path) -> list[str]:
     """The files waiting in staging (the task journals that record them aside)."""
     staging = root / "_engine_staging"
@@ -116,6 +124,28 @@ def test_a_recursive_copy_replicates_the_tree_and_an_unchanged_rerun_copies_noth
     assert stats["files_copied"] == 0 and stats["files_skipped"] == 14
     assert second.dags[0].datasets[0].status == DatasetStatus.EMPTY
     assert len(job.metadata.read_log("mirror")) == log_rows, "an unchanged run writes nothing to the commit log"
+
+
+@pytest.mark.parametrize(
+    "copy",
+    [
+        pytest.param({}, id="one-dataset"),
+        pytest.param({"file_set": "directory"}, id="a-file-set-per-directory"),
+        pytest.param({"datasets": {"type": "glob", "pattern": "*", "match": "any"}}, id="glob-datasets"),
+    ],
+)
+def test_a_successful_copy_leaves_the_target_tree_exactly_the_source_tree(
+    spark: Any, lake: Path, copy: dict[str, Any]
+) -> None:
+    src, dst = lake.parent / "src", lake.parent / "dst"
+    tree(src, sample(5))
+    job = Copier(spark, lake, {"source": str(src), "target": str(dst), **copy})
+    first = job.run()
+    assert first.status == "SUCCEEDED", first.summary()
+    assert entries(dst) == entries(src), "no `_engine_staging` nor anything else the source does not hold"
+    (src / "d1" / "new.txt").write_bytes(b"new")
+    assert job.run().status == "SUCCEEDED"
+    assert entries(dst) == entries(src)
 
 
 def test_new_and_changed_files_are_copied_and_deletions_only_propagate_when_asked(spark: Any, lake: Path) -> None:
@@ -208,6 +238,7 @@ def test_glob_datasets_publish_per_file_set_and_a_corrupt_file_fails_only_its_se
     assert not (dst / "db" / "c").exists(), "nothing of the failed set is visible"
     (left,) = staged(dst)  # the good file of the failed set stays staged, recorded in its task's journal
     assert left.split("/")[-1] in journaled(dst)
+    assert (dst / "_engine_staging").is_dir(), "kept while a staged file waits for the next run"
 
     (src / "db" / "c" / "part-1.csv.gz").write_bytes(gzip.compress(b"fixed\n"))
     second = job.run()
@@ -217,6 +248,7 @@ def test_glob_datasets_publish_per_file_set_and_a_corrupt_file_fails_only_its_se
     assert (dst / "db" / "c" / "part-1.csv").read_bytes() == b"fixed\n"
     assert (dst / "db" / "c" / "part-0.csv").read_bytes() == b"fine\n" * 100
     assert staged(dst) == []
+    assert not (dst / "_engine_staging").exists(), "nothing waits any more: the staging directory goes too"
 
 
 def test_date_partitioned_streams_publish_each_partition_with_an_event(spark: Any, lake: Path) -> None:

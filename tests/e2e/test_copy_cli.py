@@ -110,6 +110,7 @@ def test_a_copy_job_replicates_every_file_verified_by_sha256(source: Path, tmp_p
     assert stats["bytes"] == sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
     assert checksums(dst) == expected
     assert staged_files(dst) == []
+    assert sorted(p.name for p in dst.iterdir()) == sorted(p.name for p in source.iterdir()), "no _engine_staging"
 
 
 def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_was_staged(
@@ -140,6 +141,7 @@ def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_wa
     assert (stats["files_reused"], stats["files_copied"]) == (len(marked), len(expected) - len(marked))
     assert checksums(dst) == expected
     assert staged_files(dst) == []
+    assert sorted(p.name for p in dst.iterdir()) == sorted(p.name for p in source.iterdir()), "no _engine_staging"
 
 
 def test_a_driver_killed_mid_publish_is_completed_by_the_rerun_s_recovery(source: Path, tmp_path: Path) -> None:

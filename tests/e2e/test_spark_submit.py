@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from deltalake import DeltaTable
 
 from tests.e2e import REPO, SUBMIT
@@ -16,13 +18,13 @@ from tests.e2e import REPO, SUBMIT
 pytestmark = pytest.mark.e2e
 
 
-def submit(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def submit(*args: str, timeout: int = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*SUBMIT, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=REPO,
+        cwd=cwd,
     )
 
 
@@ -38,13 +40,22 @@ def rows(path: Path) -> list[dict[str, object]]:
 
 
 def test_demo_job_end_to_end(tmp_path: Path) -> None:
-    wh = tmp_path / "wh"
-    proc = submit("job=demo/orders", f"warehouse={wh}")
+    wh, cwd = tmp_path / "wh", tmp_path / "elsewhere"
+    cwd.mkdir()
+    proc = submit("job=demo/orders", f"warehouse={wh}", cwd=cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(cwd.iterdir()) == [], "nothing in the caller's directory (no spark-warehouse/, derby.log)"
     s = summary(proc)
     assert s["status"] == "SUCCEEDED"
     assert s["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
     assert (s["records_read"], s["errors"]) == (48, 7)
+    output = proc.stdout + proc.stderr  # not a terminal: one log line per change of phase
+    assert output.count("dag orders: running") == 1, output[-3000:]
+    assert output.count("dag orders: publishing") == 1
+    table = proc.stdout.strip().splitlines()[-6:-1]  # the end table (two sinks: a row each), then the JSON
+    assert table[0].split()[:5] == ["dag", "status", "read", "rejected", "written"]
+    assert table[2].split()[:4] == ["orders", "SUCCEEDED", "48", "7"]
+    assert [r.split() for r in table[3:]] == [["lake", "40"], ["big_orders", "15"]]
 
     orders = rows(wh / "orders")
     ids = [r["order_id"] for r in orders]
@@ -169,3 +180,43 @@ def test_status_checkpoint_and_an_idle_rerun_through_spark_submit(tmp_path: Path
         ("reset", dataset, None, "replay for the e2e test")
     ]
     assert changes[0]["old"] is not None and changes[0]["user"]
+
+
+QUOTED = {
+    "checkpoint.reason": "replay after bad deploy",
+    "commit.reason": "released by hand, INC-42",
+    "job.description": "orders, returns and refunds",
+    "job.converters.3.expr": "amount >= 0 AND size(items) > 0",
+    "job.converters.3.reason": "can't be negative, see INC-42",
+    "job.sources.orders.path": "/data/in/2026-*/*.json",
+    "checkpoint.dataset": "files:/data/in/*.json",
+    "checkpoint.value": "1700000000000|/data/in/a.json",
+}
+"""What each override of the README's *Quoting override values* block must arrive as."""
+
+
+def readme_overrides() -> list[str]:
+    """The overrides of the README's quoting examples, as the shell passes them on."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("### Quoting override values", 1)[1].split("\n#", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    found = []
+    for line in block.splitlines():
+        args = shlex.split(line, comments=True)
+        assert args[:2] == ["./spark-submit.sh", "job=demo/orders"], line
+        found += args[2:]
+    return found
+
+
+def test_the_readme_s_quoted_override_values_arrive_intact() -> None:
+    overrides = readme_overrides()
+    assert sorted(o.split("=", 1)[0] for o in overrides) == sorted(QUOTED), "README and test show the same keys"
+    proc = submit("job=demo/orders", "--cfg", "job", *overrides)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    lines = proc.stdout.splitlines()
+    config = yaml.safe_load("\n".join(lines[lines.index("spark:") :]))
+    for key, want in QUOTED.items():
+        node = config
+        for part in key.split("."):
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        assert node == want, key

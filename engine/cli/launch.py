@@ -1,0 +1,229 @@
+"""The ``engine`` command of an installed engine: ``spark-submit.sh`` for a pip-installed package.
+
+``engine job=<path> [key=value ...]`` runs the job under pyspark's own ``spark-submit`` as the
+wrapper does: recognised spark-submit options (``--master``, ``--conf k=v``, ``--jars``, ...) go to
+spark-submit, the rest to Hydra. What the wrapper takes from the source tree comes from elsewhere:
+
+- the JVM jars: ``$ENGINE_JARS`` (jars or directories of jars, comma-separated), else the source
+  tree's ``.cache/jars`` when the engine runs from one, else resolved once, like
+  ``scripts/bootstrap.sh`` does, from the packaged ``jvm-packages.txt`` into the user cache
+  (``$ENGINE_CACHE``, else ``$XDG_CACHE_HOME/engine`` or ``~/.cache/engine``; needs Maven Central once);
+- the engine for executors: a zip of the installed package in the user cache (``--py-files``),
+  rebuilt when a module changes;
+- the driver: a two-line script in the user cache calling :func:`engine.cli.entry.driver_main`;
+- jobs: ``$ENGINE_JOBS_DIR``, else ``./jobs``; ``conf/`` and ``log4j2.properties``: the packaged copy.
+
+Signals are handled as the wrapper handles them (:mod:`engine.cli.signals`): spark-submit starts
+with SIGINT and SIGTERM ignored and the ones this process gets go to the Python driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import engine
+from engine.config.app import conf_dir, packaged_file
+from engine.config.jobs_source import jobs_root
+
+__all__ = ["main", "split_args"]
+
+PACKAGE = Path(engine.__file__).resolve().parent
+SOURCE_TREE = PACKAGE.parent
+WITH_VALUE = (
+    *("--conf", "--deploy-mode", "--name", "--files", "--archives", "--properties-file", "--queue"),
+    *("--executor-memory", "--executor-cores", "--num-executors", "--total-executor-cores", "--driver-cores"),
+    *("--driver-class-path", "--driver-library-path", "--principal", "--keytab"),
+    *("--packages", "--repositories", "--exclude-packages", "--py-files"),
+)
+"""spark-submit options taking a value, passed through as they are (as ``spark-submit.sh`` does)."""
+FLAGS = ("--verbose", "--supervise")
+DRIVER = "from engine.cli.entry import driver_main\n\ndriver_main()\n"
+
+
+def split_args(argv: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """``(the options this command sets itself, spark-submit's other options, Hydra's arguments)``."""
+    own: dict[str, str] = {}
+    spark: list[str] = []
+    hydra: list[str] = []
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if name in ("--master", "--driver-memory", "--jars", "--driver-java-options"):
+            given = value if eq else (args.pop(0) if args else "")
+            own[name] = f"{own[name]} {given}" if name == "--driver-java-options" and name in own else given
+        elif name in WITH_VALUE:
+            spark += [arg] if eq else [arg, args.pop(0) if args else ""]
+        elif arg in FLAGS:
+            spark.append(arg)
+        else:
+            hydra.append(arg)
+    return own, spark, hydra
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("ENGINE_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "engine"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def engine_jars(cache: Path) -> list[str]:
+    """The JVM jars: ``$ENGINE_JARS``, the source tree's cache, or the user cache (resolved once)."""
+    env = os.environ.get("ENGINE_JARS", "")
+    if env:
+        found: list[str] = []
+        for item in filter(None, (p.strip() for p in env.split(","))):
+            path = Path(item)
+            found += sorted(str(j) for j in path.glob("*.jar")) if path.is_dir() else [str(path)]
+        return found
+    tree = sorted(str(j) for j in (SOURCE_TREE / ".cache" / "jars").glob("*.jar"))
+    return tree or _resolved_jars(cache)
+
+
+def _coordinates() -> list[str]:
+    text = packaged_file("jvm-packages.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def _resolved_jars(cache: Path) -> list[str]:
+    """Resolve the packaged Maven coordinates with spark-submit's Ivy into the user cache, once per
+    set of coordinates and Spark version (only the listed jars: see ``jvm-packages.txt``)."""
+    import pyspark
+
+    coords = _coordinates()
+    key = hashlib.sha256("\n".join([*coords, pyspark.__version__]).encode()).hexdigest()[:16]
+    jars_dir = cache / f"jars-{key}"
+    if not (jars_dir / ".done").exists():
+        print(f"[engine] resolving JVM packages into {jars_dir} (once)", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            noop = Path(tmp) / "noop.py"
+            noop.write_text("pass\n")
+            cmd = [_spark_submit(), "--conf", f"spark.jars.ivy={cache / 'ivy'}", "--packages", ",".join(coords)]
+            done = subprocess.run([*cmd, str(noop)], capture_output=True, text=True, env=_env({}))
+        if done.returncode != 0:
+            sys.exit(f"[engine] JVM package resolution failed:\n{done.stderr[-2000:]}\n(or set ENGINE_JARS)")
+        staging = Path(tempfile.mkdtemp(dir=cache))
+        for coord in coords:
+            group, artifact, version = coord.split(":")
+            shutil.copy(cache / "ivy" / "jars" / f"{group}_{artifact}-{version}.jar", staging)
+        (staging / ".done").touch()
+        shutil.rmtree(jars_dir, ignore_errors=True)
+        staging.rename(jars_dir)
+    return sorted(str(j) for j in jars_dir.glob("*.jar"))
+
+
+def engine_zip(cache: Path) -> Path:
+    """The installed package's modules as a zip for executors, named by their content's digest."""
+    modules = sorted(PACKAGE.rglob("*.py"))
+    digest = hashlib.sha256()
+    for path in modules:
+        stat = path.stat()
+        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    target = cache / f"engine-{engine.__version__}-{digest.hexdigest()[:12]}.zip"
+    if not target.exists():
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for path in modules:
+                z.write(path, Path("engine") / path.relative_to(PACKAGE))
+        tmp.replace(target)
+    return target
+
+
+def driver_script(cache: Path) -> Path:
+    path = cache / "driver.py"
+    if not path.exists() or path.read_text() != DRIVER:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(DRIVER)
+        tmp.replace(path)
+    return path
+
+
+def _spark_submit() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit")
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.update(extra)
+    return env
+
+
+def command(argv: list[str], cache: Path) -> list[str]:
+    """The spark-submit command line for ``argv``."""
+    own, spark, hydra = split_args(argv)
+    jars = engine_jars(cache) + ([own["--jars"]] if own.get("--jars") else [])
+    java = f"-Dlog4j2.configurationFile=file:{conf_dir() / 'log4j2.properties'}"
+    return [
+        _spark_submit(),
+        "--master",
+        own.get("--master") or os.environ.get("ENGINE_MASTER", "local[*]"),
+        "--driver-memory",
+        own.get("--driver-memory") or os.environ.get("ENGINE_DRIVER_MEMORY", "4g"),
+        *(["--jars", ",".join(jars)] if jars else []),
+        "--driver-java-options",
+        f"{java} {own['--driver-java-options']}" if own.get("--driver-java-options") else java,
+        "--py-files",
+        str(engine_zip(cache)),
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        *spark,
+        str(driver_script(cache)),
+        *hydra,
+    ]
+
+
+def _drivers(jvm: int, script: str) -> list[int]:
+    """The Python driver: the JVM's child running the driver script."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == jvm and script in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _ignore_stop_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    cache = cache_dir()
+    cmd = command(sys.argv[1:] if argv is None else argv, cache)
+    env = _env({"ENGINE_WRAPPER_PID": str(os.getpid()), **({"ENGINE_TTY": "1"} if sys.stdout.isatty() else {})})
+    # The driver imports the engine from the --py-files zip (spark-submit puts it first on the
+    # path), where no data file is: it gets the installed package's conf/ and this jobs/ by name.
+    env.setdefault("ENGINE_CONF_DIR", str(conf_dir()))
+    env.setdefault("ENGINE_JOBS_DIR", str(jobs_root()))
+    script = str(driver_script(cache))
+    child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals)
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        for pid in _drivers(child.pid, script):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, forward)
+    code = child.wait()
+    sys.exit(128 - code if code < 0 else code)
