@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.steps import DeltaWrite
-from engine.state.delta_table import MetaTable, retry_conflicts
+from engine.state.delta_table import VERSION_PROPERTY, MetaTable, retry_conflicts
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -60,16 +60,17 @@ class ErrorTable:
         self.path = path
 
     def ensure(self, spark: SparkSession) -> None:
-        MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
-        retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", any_error=True)
+        table = MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
+        if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
+            retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", any_error=True)
 
     def _add_record_id(self, spark: SparkSession) -> None:
-        """Give a table of schema version 1 its ``record_id`` column."""
+        """Give a table of schema version 1 its ``record_id`` column (another job may just have)."""
         if RECORD_ID in spark.read.format("delta").load(self.path).columns:
             return
         table = f"delta.`{self.path}`"
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({RECORD_ID} STRING)")
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('engine.schema_version' = '{SCHEMA_VERSION}')")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{SCHEMA_VERSION}')")
 
     def new_rows(self, rows: DataFrame) -> DataFrame:
         """``rows`` without those whose ``record_id`` the table already holds."""
