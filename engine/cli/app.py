@@ -188,11 +188,7 @@ def _operate(
         if mode == "commit":
             return commit_command(metadata, spec.name, _attempts(spec), CommitRequest(**given), run_id=run_id)
         return checkpoint(
-            metadata,
-            spec.name,
-            [d.name for d in spec.dags],
-            CheckpointRequest(**{"action": "show", **given}),
-            run_id=run_id,
+            metadata, spec.name, list(spec.dags), CheckpointRequest(**{"action": "show", **given}), run_id=run_id
         )
     with lease:  # changing state or the commit log while the job runs is refused (exit code 3)
         metadata.ensure()
@@ -202,7 +198,7 @@ def _operate(
                 metadata, spec.name, _attempts(spec), commit_req, run_id=f"commit-{run_id}", spark=spark
             )
         req = CheckpointRequest(**{"action": "show", **given})
-        return checkpoint(metadata, spec.name, [d.name for d in spec.dags], req, run_id=f"checkpoint-{run_id}")
+        return checkpoint(metadata, spec.name, list(spec.dags), req, run_id=f"checkpoint-{run_id}")
 
 
 def _attempts(spec: Any) -> dict[str, int]:

@@ -4,11 +4,15 @@ the checkpoint changes, as readable tables on stdout (the summary JSON stays the
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+from engine.cli import replay
 from engine.state import watermarks
-from engine.state.checkpoints import CheckpointRequest, change_checkpoint
-from engine.state.store import MetadataStore
+from engine.state.checkpoints import CheckpointRequest, change_checkpoint, rereads
+from engine.state.store import CheckpointChange, MetadataStore
+
+log = logging.getLogger(__name__)
 
 
 def status_report(
@@ -89,13 +93,15 @@ def status_report(
 
 
 def checkpoint(
-    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+    store: MetadataStore, job: str, dags: list[Any], req: CheckpointRequest, *, run_id: str
 ) -> dict[str, Any]:
-    change = change_checkpoint(store, job, dags, req, run_id=run_id)
+    """Apply ``req`` to one dataset of ``dags`` (the job's compiled DAG specs); a change that makes
+    the next run read a range again says what each sink of the DAG will do with it."""
+    change = change_checkpoint(store, job, [d.name for d in dags], req, run_id=run_id)
     if change is None:
         return status_report(store, job)
     print(f"{change.action} {change.dataset}: {_shown(change.old)} -> {_shown(change.new)} ({change.reason})")
-    return {
+    out: dict[str, Any] = {
         "job": job,
         "status": "CHANGED",
         "action": change.action,
@@ -103,6 +109,24 @@ def checkpoint(
         "old": json.loads(change.old)["value"] if change.old else None,
         "new": json.loads(change.new)["value"] if change.new else None,
     }
+    if rereads(change):
+        replays = replay.sink_replays(next(d for d in dags if d.name == change.dag))
+        _warn_replay(change, replays)
+        out["replay"] = replay.summary(replays)
+    return out
+
+
+def _warn_replay(change: CheckpointChange, replays: list[replay.SinkReplay]) -> None:
+    after = "from its beginning" if change.new is None else f"after {_shown(change.new)}"
+    table(
+        f"the next run of DAG {change.dag} reads {change.dataset} again {after}; what its sinks do with the records",
+        ["effect", "sink", "kind", "why"],
+        [[r.effect, r.name, r.what, r.why] for r in replays],
+    )
+    advice = replay.advice(replays)
+    if advice:
+        print(f"\nwarning: {advice}")
+        log.warning("checkpoint %s of %s: %s", change.action, change.dataset, advice)
 
 
 def _shown(stored: str | None) -> str:

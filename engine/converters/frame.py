@@ -22,7 +22,10 @@ SOURCE = "__engine_source"
 RAW = "__engine_raw"
 RECORD = "__engine_record"
 DROPPED = "__engine_dropped"
-INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET)
+FILE = "__engine_file"
+"""The file each record was read from (``""`` for sources that read no files): taken at the read,
+where Spark still knows it, so that a rejected record's id in the error table can name its place."""
+INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE)
 READ_STEP = "read"
 
 
@@ -41,6 +44,7 @@ def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
         F.struct(*[F.col(f"`{c}`") for c in data]).alias(SOURCE),
         raw.alias(RAW),
         F.lit(False).alias(DROPPED),
+        F.input_file_name().alias(FILE),
         *dataset,
     )
 

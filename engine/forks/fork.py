@@ -14,8 +14,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from engine.converters.base import first_line
-from engine.converters.frame import DATASET, DROPPED, ERRORS, RECORD, data_columns, is_rejected
+from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, is_rejected
 from engine.errors import ConfigError
+from engine.sinks.error_table import RECORD_ID, record_id, with_record_ids
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -98,17 +99,35 @@ class Fork:
             return error_rows(rows, ctx)
         return rows.select(*[F.col(f"`{c}`") for c in data_columns(frame)])
 
+    def error_table_rows(self, frame: DataFrame, pred: Column, ctx: ErrorContext) -> DataFrame:
+        """The error branch as the error table stores it: with each record's id, so that a range
+        read again adds no record twice (a sink reading ``from = error`` gets no id column)."""
+        rows = frame.where(pred)
+        place = [F.lit(ctx.job), F.lit(ctx.dag), F.lit(ctx.source), _optional(rows, DATASET), _optional(rows, FILE)]
+        identified = with_record_ids(rows, record_id(place, F.col(RECORD), _reasons()))
+        return error_rows(identified, ctx, RECORD_ID)
 
-def error_rows(rows: DataFrame, ctx: ErrorContext) -> DataFrame:
-    """Rejected records in the error-table layout (:data:`~engine.sinks.error_table.ERROR_TABLE_DDL`)."""
-    errors = F.col(ERRORS)
+
+def _optional(frame: DataFrame, column: str) -> Column:
+    return F.col(column) if column in frame.columns else F.lit(None).cast("string")
+
+
+def _reasons() -> Column:
+    """Every ``step: reason`` of a rejected record."""
+    return F.transform(F.col(ERRORS), lambda e: F.concat_ws(": ", e["step"], e["reason"]))
+
+
+def error_rows(rows: DataFrame, ctx: ErrorContext, *extra: str) -> DataFrame:
+    """Rejected records in the error-table layout (:data:`~engine.sinks.error_table.ERROR_TABLE_DDL`),
+    then the ``extra`` columns of ``rows``."""
     return rows.select(
         F.lit(ctx.job).alias("job"),
         F.lit(ctx.dag).alias("dag"),
         F.lit(ctx.run_id).alias("run_id"),
         F.lit(ctx.source).alias("source"),
-        errors[0]["step"].alias("step"),
-        F.transform(errors, lambda e: F.concat_ws(": ", e["step"], e["reason"])).alias("reasons"),
+        F.col(ERRORS)[0]["step"].alias("step"),
+        _reasons().alias("reasons"),
         F.col(RECORD).alias("record"),
         F.current_timestamp().alias("error_time"),
+        *extra,
     )

@@ -383,7 +383,7 @@ class JobDag:
                 staged.append(sink.stage(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx), batch, fs))
             written[sink.name] = by_branch.get(branch, 0)
         if self.spec.error_table and by_branch.get("error", 0):
-            errors = self.fork.branch(frame, "error", plan.predicates["error"], self.ctx)
+            errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
             staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
         return staged, written
 

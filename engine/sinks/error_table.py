@@ -1,24 +1,55 @@
 """The error table: every rejected record with its original payload and reasons (Delta), staged
-and published like a Delta sink (its own ``txnAppId``)."""
+and published like a Delta sink (its own ``txnAppId``).
+
+It is safe to read a range again (``mode=checkpoint`` reset or rewind, an abandoned batch): each
+row carries a ``record_id``, a digest of where the record was rejected (job, DAG, source, dataset,
+file) and what (the record, its reasons), numbered among identical ones of a batch. A batch is
+staged without the ids the table already holds, so a record rejected again from the same place is
+not added twice. That anti-join at staging is enough for exactly-once: only the DAG that rejected
+a record can produce its id, a DAG stages a new batch only once its earlier one is published or
+abandoned, and its run holds the job's lease; the published write is still one plain Delta append
+under the batch's ``txnAppId`` (no merge, which would conflict with the other DAGs' appends).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.steps import DeltaWrite
-from engine.state.delta_table import MetaTable
+from engine.state.delta_table import VERSION_PROPERTY, MetaTable, retry_conflicts
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from engine.commit.fs import HadoopFs
 
+RECORD_ID = "record_id"
 ERROR_TABLE_DDL = (
     "job STRING, dag STRING, run_id STRING, source STRING, step STRING, reasons ARRAY<STRING>, "
-    "record STRING, error_time TIMESTAMP"
+    f"record STRING, error_time TIMESTAMP, {RECORD_ID} STRING"
 )
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``record_id`` (tables of version 1 get the column, null for their rows, at :meth:`ErrorTable.ensure`)."""
+_DIGEST = "__engine_record_digest"
+
+
+def record_id(place: list[Column], record: Column, reasons: Column) -> Column:
+    """The digest of a rejected record: ``place`` (job, DAG, source, dataset, file), the record and
+    its reasons. Every part is kept apart in a JSON array, so no two different records collide by
+    concatenation."""
+    return F.sha2(F.to_json(F.array(*[c.cast("string") for c in place], record, F.to_json(reasons))), 256)
+
+
+def with_record_ids(rows: DataFrame, digest: Column) -> DataFrame:
+    """``rows`` with :data:`RECORD_ID`: ``digest`` and the record's number among the rows of the
+    same digest (a file holding the same bad line twice keeps both; read again, the same two ids)."""
+    nth = F.row_number().over(Window.partitionBy(_DIGEST).orderBy(_DIGEST))
+    numbered = rows.withColumn(_DIGEST, digest)
+    return numbered.withColumn(RECORD_ID, F.concat_ws("-", F.col(_DIGEST), nth.cast("string"))).drop(_DIGEST)
 
 
 class ErrorTable:
@@ -29,11 +60,28 @@ class ErrorTable:
         self.path = path
 
     def ensure(self, spark: SparkSession) -> None:
-        MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
+        table = MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
+        if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
+            retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", any_error=True)
+
+    def _add_record_id(self, spark: SparkSession) -> None:
+        """Give a table of schema version 1 its ``record_id`` column (another job may just have)."""
+        if RECORD_ID in spark.read.format("delta").load(self.path).columns:
+            return
+        table = f"delta.`{self.path}`"
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({RECORD_ID} STRING)")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{SCHEMA_VERSION}')")
+
+    def new_rows(self, rows: DataFrame) -> DataFrame:
+        """``rows`` without those whose ``record_id`` the table already holds."""
+        held = (
+            rows.sparkSession.read.format("delta").load(self.path).select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
+        )
+        return rows.join(held, on=RECORD_ID, how="left_anti")
 
     def stage(self, rows: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         staging = batch.staging(self.path)
-        rows.write.mode("overwrite").parquet(staging)
+        self.new_rows(rows).write.mode("overwrite").parquet(staging)
         step = DeltaWrite(
             sink="errors",
             table=self.path,

@@ -2,6 +2,9 @@
 
 Every change is a new state row (the newest wins, so history is kept) plus a row in the
 checkpoint changes table: who, when, the old and new value, and why. A reason is required.
+
+A change that moves a watermark back (:func:`rereads`) makes the next run read a range again, as
+a new batch: sinks that append receive those records twice (``engine.cli.replay`` says which).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.state.store import LIVE, CheckpointChange, DatasetState, MetadataStore, utcnow
-from engine.state.watermarks import KINDS, Watermark, parse_cli
+from engine.state.watermarks import KINDS, Watermark, parse, parse_cli
 
 ACTIONS = ("show", "set", "reset", "rewind")
 
@@ -59,6 +62,15 @@ def change_checkpoint(
     )
     store.add_change(change)
     return change
+
+
+def rereads(change: CheckpointChange) -> bool:
+    """Whether the next run reads again what was already read: the watermark moved back (a reset
+    of a dataset that had one, a rewind, or a ``set`` to an earlier value)."""
+    old, new = parse(change.old), parse(change.new)
+    if old is None:
+        return False
+    return new is None or (new.at_most(old) and not old.at_most(new))
 
 
 def _new_value(req: CheckpointRequest, old: Watermark | None) -> Watermark | None:

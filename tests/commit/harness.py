@@ -151,8 +151,11 @@ def driver(
     )
 
 
-def run_here(jobs_dir: Path, wh: Path, *extra: str, fail: str = "", job: str = JOB) -> tuple[int, dict[str, Any]]:
-    """Run the job through the CLI entry in this process (the test session's Spark)."""
+def run_here(
+    jobs_dir: Path, wh: Path, *extra: str, fail: str = "", job: str = JOB, printed: list[str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """Run the job through the CLI entry in this process (the test session's Spark); ``printed``
+    receives every line it wrote on stdout."""
     from engine.cli.app import run_task
     from engine.config import run_app
 
@@ -177,6 +180,8 @@ def run_here(jobs_dir: Path, wh: Path, *extra: str, fail: str = "", job: str = J
             else:
                 os.environ[key] = value
     lines = out.getvalue().strip().splitlines()
+    if printed is not None:
+        printed.extend(lines)
     return code, json.loads(lines[-1]) if lines else {}
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from engine.errors import ConfigError
-from engine.state.checkpoints import CheckpointRequest, change_checkpoint
+from engine.state.checkpoints import CheckpointRequest, change_checkpoint, rereads
 from engine.state.store import LIVE, DatasetState, InMemoryMetadataStore, backfill_scope, utcnow
 from engine.state.watermarks import FileWatermark, LongWatermark, MultiLongWatermark, Watermark
 
@@ -270,3 +270,28 @@ def test_a_dataset_owned_only_by_a_dag_outside_the_job_is_refused() -> None:
 def test_an_unknown_kind_is_refused_naming_the_kind_key() -> None:
     error = refused(seeded(), ["a"], request("set", "1", kind="offset"))
     assert error.key == "checkpoint.kind"
+
+
+@pytest.mark.parametrize(
+    ("old", "action", "value", "again"),
+    [
+        pytest.param(LongWatermark(5), "reset", None, True, id="reset-forgets-a-watermark"),
+        pytest.param(None, "reset", None, False, id="reset-of-a-dataset-never-read"),
+        pytest.param(LongWatermark(5), "rewind", "2", True, id="rewind-back"),
+        pytest.param(LongWatermark(5), "rewind", "5", False, id="rewind-to-where-it-is"),
+        pytest.param(LongWatermark(5), "set", "9", False, id="set-forward-skips"),
+        pytest.param(LongWatermark(5), "set", "1", True, id="set-back"),
+        pytest.param(MultiLongWatermark((10, 10)), "rewind", "10,4", True, id="one-partition-back"),
+        pytest.param(FileWatermark(1000, "in/b.json"), "rewind", "1000|in/b.json", False, id="file-same-position"),
+        pytest.param(FileWatermark(1000, "in/b.json"), "rewind", "1000|in/a.json", True, id="file-earlier-path"),
+    ],
+)
+def test_rereads_says_whether_the_next_run_reads_a_range_again(
+    old: Watermark | None, action: str, value: str | None, again: bool
+) -> None:
+    store = seeded(("a", DS, old))
+    change = change_checkpoint(
+        store, JOB, ["a"], request(action, value, kind="long" if old is None else None), run_id="r1"
+    )
+    assert change is not None
+    assert rereads(change) is again

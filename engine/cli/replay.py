@@ -1,0 +1,84 @@
+"""What reading a range again does to each sink of a DAG, said when ``mode=checkpoint`` moves a
+watermark back (``reset``, ``rewind``, or ``set`` to an earlier value).
+
+The engine's exactly-once guarantee is per batch: a range read again is a new batch, so every sink
+that appends receives its records a second time. Only a Delta sink with ``mode = merge`` on
+``keys`` and the error table (which skips the record ids it holds) take a range again without
+duplicates; a sink with ``mode = overwrite`` is left with the re-read range alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.sinks.conf import ConsoleSinkConf, TableSinkConf
+
+DUPLICATES = "DUPLICATES"
+REPLACED = "REPLACED"
+SAFE = "SAFE"
+SHOWN = "SHOWN"
+UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class SinkReplay:
+    """One sink's fate when its DAG reads a range again."""
+
+    name: str
+    """``sink `<name>``` or ``error table``."""
+    what: str
+    """The sink's kind and mode, e.g. ``delta, mode append``."""
+    effect: str
+    """:data:`DUPLICATES`, :data:`REPLACED`, :data:`SAFE`, :data:`SHOWN` or :data:`UNKNOWN`."""
+    why: str
+
+
+def sink_replays(dag: Any) -> list[SinkReplay]:
+    """Every sink of ``dag`` (a compiled DAG spec) and its error table, in config order; nothing
+    for a copy DAG (it has no sinks: its manifests decide what is copied again)."""
+    out = [_sink(s.name, s.conf) for s in getattr(dag, "sinks", ())]
+    if dag.error_table:
+        out.append(
+            SinkReplay(
+                "error table",
+                f"delta, {dag.error_table}",
+                SAFE,
+                "a rejected record already in it (same place, record and reasons) is not added again",
+            )
+        )
+    return out
+
+
+def _sink(name: str, conf: Any) -> SinkReplay:
+    label = f"sink `{name}`"
+    if isinstance(conf, ConsoleSinkConf):
+        return SinkReplay(label, "console", SHOWN, "prints the records again")
+    if not isinstance(conf, TableSinkConf):
+        return SinkReplay(label, conf.type, UNKNOWN, "receives the records again: duplicates unless it is idempotent")
+    what = f"{conf.type}{'' if conf.type == 'delta' else ' files'}, mode {conf.mode}"
+    if conf.mode == "merge":
+        keys = ", ".join(conf.keys)
+        return SinkReplay(label, f"{what} on {keys}", SAFE, f"rows matching on ({keys}) are updated, not added again")
+    if conf.mode == "overwrite":
+        return SinkReplay(label, what, REPLACED, "will hold only what the next run reads")
+    return SinkReplay(label, what, DUPLICATES, "appends the records again: rows already there are duplicated")
+
+
+def summary(replays: list[SinkReplay]) -> dict[str, list[str]]:
+    """The sinks by effect, for the run summary."""
+    out: dict[str, list[str]] = {}
+    for r in replays:
+        out.setdefault(r.effect.lower(), []).append(r.name)
+    return out
+
+
+def advice(replays: list[SinkReplay]) -> str:
+    """What to do about the sinks that will hold duplicates ("" when none will)."""
+    duplicated = [r.name for r in replays if r.effect in (DUPLICATES, UNKNOWN)]
+    if not duplicated:
+        return ""
+    return (
+        f"{', '.join(duplicated)} will hold the re-read records twice: delete them there before the next run, "
+        "or write that branch with a Delta sink `mode = merge` and `keys`"
+    )

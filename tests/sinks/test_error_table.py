@@ -1,0 +1,76 @@
+"""The error table's record ids: what tells two rejected records apart, and a batch adding only
+the ids the table does not hold. Read back with delta-rs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from engine.sinks.error_table import RECORD_ID, SCHEMA_VERSION, ErrorTable, record_id, with_record_ids
+from engine.state.delta_table import MetaTable
+
+V1_DDL = (
+    "job STRING, dag STRING, run_id STRING, source STRING, step STRING, reasons ARRAY<STRING>, "
+    "record STRING, error_time TIMESTAMP"
+)
+ROW = ("j", "d", "r1", "in", "check", ["check: negative"], '{"id":7}')
+
+
+def _ids(spark: Any, rows: list[tuple[str, str, str]]) -> list[str]:
+    """The record ids of rejected ``(dataset, file, record)`` rows, in input order."""
+    frame = spark.createDataFrame(
+        [(i, *r) for i, r in enumerate(rows)], "n INT, dataset STRING, file STRING, record STRING"
+    )
+    place = [F.lit("job"), F.lit("dag"), F.lit("in"), F.col("dataset"), F.col("file")]
+    digest = record_id(place, F.col("record"), F.array(F.lit("check: negative")))
+    return [r[RECORD_ID] for r in with_record_ids(frame, digest).orderBy("n").collect()]
+
+
+@pytest.mark.parametrize(
+    ("rows", "distinct"),
+    [
+        pytest.param([("ds", "f1", "{}"), ("ds", "f2", "{}")], 2, id="same-record-in-two-files"),
+        pytest.param([("ds", "f1", "{}"), ("ds2", "f1", "{}")], 2, id="same-record-in-two-datasets"),
+        pytest.param([("ds", "f1", "{}"), ("ds", "f1", "{}")], 2, id="same-line-twice-in-one-file"),
+        pytest.param([("ds", "", "{}"), ("ds", None, "{}")], 2, id="no-file-and-null-file"),
+        pytest.param([("ds", "f1", '{"id":1}'), ("ds", "f1", '{"id":2}')], 2, id="two-records"),
+    ],
+)
+def test_record_ids_tell_apart_records_from_different_places(spark: Any, rows: list[Any], distinct: int) -> None:
+    ids = _ids(spark, rows)
+    assert len(set(ids)) == distinct
+    assert _ids(spark, rows) == ids, "the same rows read again get the same ids"
+
+
+def test_identical_records_of_one_file_are_numbered(spark: Any) -> None:
+    ids = _ids(spark, [("ds", "f1", "{}")] * 3)
+    digests = {i.rsplit("-", 1)[0] for i in ids}
+    assert len(digests) == 1 and sorted(i.rsplit("-", 1)[1] for i in ids) == ["1", "2", "3"]
+
+
+def test_a_version_1_table_gets_the_record_id_column_and_keeps_its_rows(spark: Any, lake: Path) -> None:
+    path = str(lake / "_errors" / "j")
+    MetaTable(spark, path, V1_DDL, version=1, what="error").ensure()
+    spark.createDataFrame([(*ROW, None)], V1_DDL).write.format("delta").mode("append").save(path)
+    ErrorTable(path).ensure(spark)
+    ErrorTable(path).ensure(spark)  # once upgraded, nothing more to do
+    table = DeltaTable(path)
+    assert table.metadata().configuration["engine.schema_version"] == str(SCHEMA_VERSION)
+    rows = table.to_pyarrow_table().to_pylist()
+    assert [(r["record"], r[RECORD_ID]) for r in rows] == [('{"id":7}', None)]
+
+
+def test_new_rows_leaves_out_the_ids_the_table_holds(spark: Any, lake: Path) -> None:
+    path = str(lake / "_errors" / "j")
+    errors = ErrorTable(path)
+    errors.ensure(spark)
+    ddl = f"{V1_DDL}, {RECORD_ID} STRING"
+    spark.createDataFrame([(*ROW, None, "a-1"), (*ROW, None, "b-1")], ddl).write.format("delta").mode("append").save(
+        path
+    )
+    batch = spark.createDataFrame([(*ROW, None, "b-1"), (*ROW, None, "b-2"), (*ROW, None, "c-1")], ddl)
+    assert sorted(r[RECORD_ID] for r in errors.new_rows(batch).collect()) == ["b-2", "c-1"]
