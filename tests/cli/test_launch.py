@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -78,8 +77,16 @@ def test_the_command_has_the_given_jars_the_engine_zip_and_the_driver(
 
 # -- stop signals reach the Python driver (pgrep, else /proc), or end spark-submit before there is one
 
-DRIVER_LIKE = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(42)); time.sleep(60)"
-"""Stands for the Python driver: stops (exit 42) on SIGINT."""
+DRIVER_LIKE = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, lambda *_: sys.exit(42))
+jvm = os.getppid()
+print("ready", flush=True)
+while os.getppid() == jvm:
+    time.sleep(0.1)
+"""
+"""Stands for the Python driver: stops (exit 42) on SIGINT once it says it is ready (it starts with
+SIGINT ignored, inherited from the JVM, until it sets its handler), and when its JVM is gone."""
 JVM_LIKE = "import signal, subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
 """Stands for the JVM: runs the driver as its child, exits with its status."""
 
@@ -99,18 +106,19 @@ def script(tmp_path: Path) -> str:
 
 @pytest.fixture
 def jvm(script: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A process ignoring SIGINT/SIGTERM (as spark-submit starts) whose children are a driver
-    running ``script`` and, started by the driver's sibling lookalike, nothing else matching."""
+    """A process ignoring SIGINT/SIGTERM (as spark-submit starts) whose child is a driver running
+    ``script``."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", JVM_LIKE, sys.executable, "-c", DRIVER_LIKE, script], preexec_fn=_ignore_stops
+        [sys.executable, "-c", JVM_LIKE, sys.executable, "-c", DRIVER_LIKE, script],
+        preexec_fn=_ignore_stops,
+        stdout=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 20
-    while not launch._drivers_by_proc(parent.pid, script) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert parent.stdout is not None and parent.stdout.readline() == b"ready\n"
     yield parent
     with contextlib.suppress(ProcessLookupError):
-        parent.kill()
+        parent.kill()  # not yet waited for, so the pid is still this process's
     parent.wait()
+    parent.stdout.close()
 
 
 @pytest.mark.parametrize(
