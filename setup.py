@@ -1,6 +1,7 @@
 """Builds the package: ``setup.cfg`` declares it; this adds the source tree's ``conf/`` and
 ``jvm-packages.txt`` to it as ``engine/_data/`` (they stay at the root, where ``spark-submit.sh``
-and ``scripts/bootstrap.sh`` read them; an installed engine reads its copy, engine.config.app)."""
+and ``scripts/bootstrap.sh`` read them; an installed engine reads its copy, engine.config.app).
+MANIFEST.in puts them in the sdist, which ``python -m build`` builds the wheel from."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ spark-submit, the rest to Hydra. What the wrapper takes from the source tree com
 - jobs: ``$ENGINE_JOBS_DIR``, else ``./jobs``; ``conf/`` and ``log4j2.properties``: the packaged copy.
 
 Signals are handled as the wrapper handles them (:mod:`engine.cli.signals`): spark-submit starts
-with SIGINT and SIGTERM ignored and the ones this process gets go to the Python driver.
+with SIGINT and SIGTERM ignored and the ones this process gets go to the Python driver (found with
+``pgrep``, else ``/proc``); before there is a driver, spark-submit is killed (:func:`forward_stop`).
 """
 
 from __future__ import annotations
@@ -119,9 +120,35 @@ def _resolved_jars(cache: Path) -> list[str]:
             group, artifact, version = coord.split(":")
             shutil.copy(cache / "ivy" / "jars" / f"{group}_{artifact}-{version}.jar", staging)
         (staging / ".done").touch()
-        shutil.rmtree(jars_dir, ignore_errors=True)
-        staging.rename(jars_dir)
+        publish_jars(staging, jars_dir)
     return sorted(str(j) for j in jars_dir.glob("*.jar"))
+
+
+def publish_jars(staging: Path, jars_dir: Path) -> None:
+    """Put the resolved jars of ``staging`` (complete: it holds ``.done``) at ``jars_dir`` by one
+    rename. A concurrent first run may have published first: then ``staging`` is discarded, and a
+    completed ``jars_dir`` is never removed (the other run may be listing it). Only a leftover without
+    ``.done`` (a run killed while removing one) is moved aside and replaced."""
+    for _ in range(3):
+        if (jars_dir / ".done").exists():
+            break
+        try:
+            staging.rename(jars_dir)
+            return
+        except OSError:  # jars_dir exists (ENOTEMPTY or EEXIST): published meanwhile, or a leftover
+            if not (jars_dir / ".done").exists():
+                _discard_leftover(jars_dir)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _discard_leftover(jars_dir: Path) -> None:
+    aside = Path(tempfile.mkdtemp(dir=jars_dir.parent, prefix=f".{jars_dir.name}-leftover-"))
+    with contextlib.suppress(FileNotFoundError):
+        jars_dir.rename(aside / "jars")
+    if (aside / "jars" / ".done").exists():  # another run published between the check and the move
+        with contextlib.suppress(OSError):
+            (aside / "jars").rename(jars_dir)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def engine_zip(cache: Path) -> Path:
@@ -190,7 +217,27 @@ def command(argv: list[str], cache: Path) -> list[str]:
 
 
 def _drivers(jvm: int, script: str) -> list[int]:
-    """The Python driver: the JVM's child running the driver script."""
+    """The Python driver: the JVM's child running the driver script. ``pgrep`` first, as
+    ``spark-submit.sh`` does (macOS has no ``/proc``), ``/proc`` where there is no ``pgrep``."""
+    found = _drivers_by_pgrep(jvm, script)
+    return _drivers_by_proc(jvm, script) if found is None else found
+
+
+def _drivers_by_pgrep(jvm: int, script: str) -> list[int] | None:
+    """``None`` when ``pgrep`` is missing or fails (exit 1 is "none found", not a failure)."""
+    try:
+        done = subprocess.run(["pgrep", "-P", str(jvm), "-f", _literal(script)], capture_output=True, text=True)
+    except OSError:
+        return None
+    return [int(pid) for pid in done.stdout.split()] if done.returncode in (0, 1) else None
+
+
+def _literal(text: str) -> str:
+    """``text`` as an extended regular expression (pgrep's pattern) matching only itself."""
+    return "".join(f"\\{c}" if c in ".[]()*+?{}|^$\\" else c for c in text)
+
+
+def _drivers_by_proc(jvm: int, script: str) -> list[int]:
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -200,6 +247,17 @@ def _drivers(jvm: int, script: str) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return found
+
+
+def forward_stop(child: int, script: str, signum: int) -> bool:
+    """Pass a stop signal to the Python driver, which stops gracefully. With no driver to find (the
+    JVM still starting, or already ending) nothing is half done and the JVM ignores SIGINT and
+    SIGTERM (so it outlives the driver's clean-up): it gets SIGKILL. True when the child was killed."""
+    drivers = _drivers(child, script)
+    for pid in drivers or [child]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum if drivers else signal.SIGKILL)
+    return not drivers
 
 
 def _ignore_stop_signals() -> None:
@@ -218,12 +276,15 @@ def main(argv: list[str] | None = None) -> NoReturn:
     script = str(driver_script(cache))
     child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals)
 
+    killed_for: list[int] = []
+
     def forward(signum: int, _frame: FrameType | None) -> None:
-        for pid in _drivers(child.pid, script):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
+        if forward_stop(child.pid, script, signum):
+            killed_for.append(signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, forward)
     code = child.wait()
+    if killed_for and code == -signal.SIGKILL:
+        code = -killed_for[0]  # the exit status says which signal stopped the run, as the driver's does
     sys.exit(128 - code if code < 0 else code)

@@ -1,8 +1,17 @@
-"""The ``engine`` command's spark-submit line (engine.cli.launch), built without starting Spark."""
+"""The ``engine`` command (engine.cli.launch) without starting Spark: its spark-submit line, how stop
+signals reach the driver, and how concurrent first runs publish the resolved JVM jars."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
 import zipfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,3 +73,144 @@ def test_the_command_has_the_given_jars_the_engine_zip_and_the_driver(
     again = launch.command(["job=x"], tmp_path)
     assert again[again.index("--py-files") + 1] == str(zipped), "unchanged modules: the same zip, not rebuilt"
     assert len(list(tmp_path.glob("engine-*.zip"))) == 1
+
+
+# -- stop signals reach the Python driver (pgrep, else /proc), or end spark-submit before there is one
+
+DRIVER_LIKE = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, lambda *_: sys.exit(42))
+jvm = os.getppid()
+print("ready", flush=True)
+while os.getppid() == jvm:
+    time.sleep(0.1)
+"""
+"""Stands for the Python driver: stops (exit 42) on SIGINT once it says it is ready (it starts with
+SIGINT ignored, inherited from the JVM, until it sets its handler), and when its JVM is gone."""
+JVM_LIKE = "import signal, subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
+"""Stands for the JVM: runs the driver as its child, exits with its status."""
+
+
+def _ignore_stops() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> str:
+    """A driver script path with characters that mean something in a regular expression."""
+    where = tmp_path / "c++ [cache] (1)" / "driver.py"
+    where.parent.mkdir()
+    return str(where)
+
+
+@pytest.fixture
+def jvm(script: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process ignoring SIGINT/SIGTERM (as spark-submit starts) whose child is a driver running
+    ``script``."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", JVM_LIKE, sys.executable, "-c", DRIVER_LIKE, script],
+        preexec_fn=_ignore_stops,
+        stdout=subprocess.PIPE,
+    )
+    assert parent.stdout is not None and parent.stdout.readline() == b"ready\n"
+    yield parent
+    with contextlib.suppress(ProcessLookupError):
+        parent.kill()  # not yet waited for, so the pid is still this process's
+    parent.wait()
+    parent.stdout.close()
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [pytest.param(launch._drivers_by_pgrep, id="pgrep"), pytest.param(launch._drivers_by_proc, id="proc")],
+)
+def test_the_driver_lookup_finds_the_child_running_the_driver_script(
+    jvm: subprocess.Popen[bytes], script: str, lookup: Callable[[int, str], list[int] | None]
+) -> None:
+    (driver,) = lookup(jvm.pid, script) or [None]
+    assert driver is not None and f"{script}".encode() in Path(f"/proc/{driver}/cmdline").read_bytes()
+    assert lookup(jvm.pid, script.replace("driver.py", "driverXpy")) == [], "the path matches literally"
+    assert lookup(driver, script) == [], "only the given process's children"
+
+
+def test_without_pgrep_the_driver_is_found_in_proc(
+    jvm: subprocess.Popen[bytes], script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pgrep on it
+    assert launch._drivers_by_pgrep(jvm.pid, script) is None
+    assert launch._drivers(jvm.pid, script) == launch._drivers_by_proc(jvm.pid, script) != []
+
+
+def test_a_stop_signal_goes_to_the_driver_which_stops_and_the_jvm_with_it(
+    jvm: subprocess.Popen[bytes], script: str
+) -> None:
+    assert launch.forward_stop(jvm.pid, script, signal.SIGINT) is False
+    assert jvm.wait(timeout=20) == 42, "the driver got SIGINT and stopped its own way; the JVM ended with it"
+
+
+def test_with_no_driver_yet_a_stop_signal_ends_spark_submit(script: str) -> None:
+    """Before the fix nothing happened: spark-submit ignores SIGINT/SIGTERM and there was no driver."""
+    starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=_ignore_stops)
+    try:
+        assert launch.forward_stop(starting.pid, script, signal.SIGINT) is True
+        assert starting.wait(timeout=20) == -signal.SIGKILL
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            starting.kill()
+        starting.wait()
+
+
+# -- the first resolution of the JVM jars: concurrent runs publish one complete directory
+
+
+def _staging(cache: Path, *jars: str) -> Path:
+    staging = Path(tempfile.mkdtemp(dir=cache))
+    for name in jars:
+        (staging / name).write_text(name)
+    (staging / ".done").touch()
+    return staging
+
+
+def test_a_second_publisher_keeps_the_published_jars_and_discards_its_own(tmp_path: Path) -> None:
+    jars_dir = tmp_path / "jars-key"
+    launch.publish_jars(_staging(tmp_path, "a.jar", "b.jar"), jars_dir)
+    first = jars_dir.stat().st_ino
+    late = _staging(tmp_path, "a.jar", "b.jar")
+    launch.publish_jars(late, jars_dir)  # before the fix: rmtree of the first run's directory
+    assert jars_dir.stat().st_ino == first, "the completed directory was not removed nor replaced"
+    assert sorted(p.name for p in jars_dir.iterdir()) == [".done", "a.jar", "b.jar"]
+    assert not late.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["jars-key"]
+
+
+def test_a_leftover_without_done_is_replaced(tmp_path: Path) -> None:
+    jars_dir = tmp_path / "jars-key"
+    jars_dir.mkdir()
+    (jars_dir / "a.jar").write_text("half removed")
+    launch.publish_jars(_staging(tmp_path, "a.jar", "b.jar"), jars_dir)
+    assert sorted(p.name for p in jars_dir.iterdir()) == [".done", "a.jar", "b.jar"]
+    assert (jars_dir / "a.jar").read_text() == "a.jar"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jars-key"]
+
+
+@pytest.mark.parametrize("leftover", [pytest.param(False, id="first-run"), pytest.param(True, id="over-a-leftover")])
+def test_concurrent_publishers_each_then_list_the_complete_jars(tmp_path: Path, leftover: bool) -> None:
+    for attempt in range(30):
+        cache = tmp_path / str(attempt)
+        cache.mkdir()
+        jars_dir = cache / "jars-key"
+        if leftover:
+            jars_dir.mkdir()
+            (jars_dir / "a.jar").write_text("half removed")
+        stagings = [_staging(cache, "a.jar", "b.jar") for _ in range(3)]
+        start = threading.Barrier(len(stagings))
+
+        def publish(staging: Path, jars_dir: Path = jars_dir, start: threading.Barrier = start) -> list[str]:
+            start.wait()
+            launch.publish_jars(staging, jars_dir)
+            return sorted(p.name for p in jars_dir.iterdir())
+
+        with ThreadPoolExecutor(len(stagings)) as pool:
+            listed = list(pool.map(publish, stagings))
+        assert listed == [[".done", "a.jar", "b.jar"]] * len(stagings), f"attempt {attempt}"
+        assert sorted(p.name for p in cache.iterdir()) == ["jars-key"], "every other staging was discarded"

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,10 @@ from tests.e2e import REPO
 
 pytestmark = pytest.mark.e2e
 
-TREE = ("engine", "conf", "jvm-packages.txt", "setup.cfg", "setup.py", "pyproject.toml", "README.md")
+TREE = ("engine", "conf", "jvm-packages.txt", "setup.cfg", "setup.py", "pyproject.toml", "README.md", "MANIFEST.in")
 """What building the package reads (copied, so building leaves nothing in the repo)."""
+DATA = ("conf/config.yaml", "conf/log4j2.properties", "conf/spark/local.yaml", "jvm-packages.txt")
+"""The data files setup.py copies into the package as ``engine/_data/``."""
 
 CHECK = """
 import importlib.metadata as md, json, engine
@@ -40,11 +44,7 @@ def run(*cmd: str | Path, **kw: object) -> subprocess.CompletedProcess[str]:
     return done  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel installed: its ``bin/``."""
-    tmp = tmp_path_factory.mktemp("install")
-    src, dist, venv = tmp / "src", tmp / "dist", tmp / "venv"
+def copy_tree(src: Path) -> Path:
     for name in TREE:
         path = REPO / name
         if path.is_dir():
@@ -52,6 +52,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             src.mkdir(exist_ok=True)
             shutil.copy2(path, src / name)
+    return src
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel installed: its ``bin/``."""
+    tmp = tmp_path_factory.mktemp("install")
+    src, dist, venv = copy_tree(tmp / "src"), tmp / "dist", tmp / "venv"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     run(*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", dist, src)
     (wheel,) = dist.glob("engine-*.whl")
@@ -69,6 +77,21 @@ def test_the_wheel_declares_what_it_needs_and_the_project_venv_satisfies_it(inst
     assert found["unsatisfied"] == []
     names = {r.split(">")[0].split("<")[0].split("=")[0] for r in found["requires"]}
     assert {"pyspark", "delta-spark", "deltalake", "pyarrow", "hydra-core", "pyhocon", "pydantic"} <= names
+
+
+def test_an_sdist_carries_what_setup_py_reads_and_builds_a_wheel_with_the_data(tmp_path: Path) -> None:
+    """As ``python -m build`` does: the sdist, then a wheel from the unpacked sdist (before
+    MANIFEST.in the sdist lacked conf/ and jvm-packages.txt and setup.py's copy failed)."""
+    src, dist = copy_tree(tmp_path / "src"), tmp_path / "dist"
+    run(sys.executable, "setup.py", "-q", "sdist", "-d", dist, cwd=src)
+    (sdist,) = dist.glob("engine-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    assert {*DATA, "setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in"} <= names
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    run(*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", dist, sdist, cwd=tmp_path)
+    (wheel,) = dist.glob("engine-*.whl")
+    assert {f"engine/_data/{name}" for name in DATA} <= set(zipfile.ZipFile(wheel).namelist())
 
 
 def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, tmp_path: Path) -> None:
