@@ -40,7 +40,7 @@ from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.error_table import ErrorTable
-from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
+from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import FilesSourceConf, SourceLimitsConf
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
@@ -217,7 +217,7 @@ class JobDag:
         return DagPlan(units=units, schema=schema, predicates=preds)
 
     def _chain(self, read: DataFrame) -> DataFrame:
-        frame = to_frame(read, corrupt_column=CORRUPT_RECORD)
+        frame = to_frame(read, corrupt_column=CORRUPT_RECORD, reason_column=CORRUPT_REASON)
         for step in self.steps:
             frame = step.apply(frame)
         return finalize(frame)

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 CORRUPT_RECORD = "_corrupt_record"
 """A column a source may add holding the raw text of a record it could not parse."""
+CORRUPT_REASON = "_corrupt_reason"
+"""A column a source may add saying why its corrupt record did not fit (the ``read`` step's reason)."""
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ from pyspark.sql import functions as F
 
 from engine.columns import DATASET
 from engine.errors import ConfigError
-from engine.sources.base import CORRUPT_RECORD, LoggedFile, PlanContext, Source
+from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
+from engine.sources.record_errors import corrupt_reason
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.store import FileKey
 from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
@@ -254,12 +255,24 @@ class FilesSource(Source):
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         work = [u for u in units if not u.empty]
         if self.conf.datasets == "directory" and self.conf.incremental != "partitions":
-            return self._read_directories(spark, work, schema)
-        frames = [
-            self._reader(spark).schema(schema).load([f.path for f in u.payload]).withColumn(DATASET, F.lit(u.dataset))
-            for u in work
-        ]
-        return reduce(lambda a, b: a.unionByName(b), frames)
+            frame = self._read_directories(spark, work, schema)
+        else:
+            frames = [
+                self._reader(spark)
+                .schema(schema)
+                .load([f.path for f in u.payload])
+                .withColumn(DATASET, F.lit(u.dataset))
+                for u in work
+            ]
+            frame = reduce(lambda a, b: a.unionByName(b), frames)
+        return self._with_reasons(frame, schema)
+
+    def _with_reasons(self, frame: DataFrame, schema: StructType) -> DataFrame:
+        """Say which column of a corrupt JSON/CSV record did not fit, and why (corrupt records only)."""
+        if self.conf.format not in _KEEPS_CORRUPT or CORRUPT_RECORD not in schema.fieldNames():
+            return frame
+        options = {k: str(v) for k, v in self.conf.options.items()}
+        return frame.withColumn(CORRUPT_REASON, corrupt_reason(self.conf.format, schema, CORRUPT_RECORD, options))
 
     def _read_directories(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> DataFrame:
         """All files of the group in one read; each record's dataset from its file's directory,
