@@ -294,7 +294,9 @@ class JobDag:
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
             if frame is not None:
                 frame.unpersist()
-            result.error = first_line(exc)
+            if self.source.skip_unreadable(exc, group.units):  # it dropped the file(s) it cannot read
+                return self._read_scoped(spark, plan, group, job_group)
+            result.error = first_line(exc) + self.source.read_hint(exc)
             log.error(
                 "dag %s: reading %s failed: %s",
                 self.name,

@@ -88,6 +88,16 @@ class Source(ABC):
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         """The records of ``units``, lazily, with their dataset URN in ``DATASET``."""
 
+    def skip_unreadable(self, error: BaseException, units: list[WorkUnit]) -> bool:
+        """A read of ``units`` failed with ``error``. A source told to skip what it cannot read
+        takes what ``error`` names out of ``units`` (and records it) and returns ``True``: read
+        them again. ``False``: the read fails."""
+        return False
+
+    def read_hint(self, error: BaseException) -> str:
+        """What to add to the message of a read that failed with ``error``: how to get past it."""
+        return ""
+
     def actual_high(self, unit: WorkUnit) -> Watermark | None:
         """Where a unit that read successfully stopped (by default, where it meant to)."""
         return unit.high

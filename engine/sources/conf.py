@@ -96,6 +96,7 @@ class FilesSourceConf(SourceConf):
           path = data/orders/*.json
           schema = schemas/order.avsc
           options { multiLine = false }
+          on_corrupt = skip
         }
     """
 
@@ -123,6 +124,12 @@ class FilesSourceConf(SourceConf):
     file log, whatever their modification time."""
     partitions: PartitionsConf | None = None
     """With ``incremental = partitions``: the partition directory layout under each path."""
+    on_corrupt: Literal["fail", "skip"] = "fail"
+    """A file that cannot be read (a truncated gzip, a broken Parquet file). ``fail``: its dataset
+    fails, on every run until the file is fixed or removed. ``skip``: the rest is read; the file
+    becomes one error record of step ``read`` (its path, Spark's error) and a note on the dataset's
+    status, and is logged in the file log as read (with the error), so it is not read again unless
+    it is replaced (new modification time or size)."""
 
     @field_validator("min_age", "lookback")
     @classmethod

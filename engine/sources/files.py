@@ -28,9 +28,10 @@ from urllib.parse import unquote
 from pyspark.sql import functions as F
 
 from engine.columns import DATASET
-from engine.errors import ConfigError
+from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
+from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
 from engine.sources.record_errors import corrupt_reason
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.store import FileKey
@@ -70,6 +71,10 @@ class FilesSource(Source):
 
     Conf = FilesSourceConf
     conf: FilesSourceConf
+
+    def __init__(self, conf: FilesSourceConf, *, name: str, key: str, schema_ddl: str | None) -> None:
+        super().__init__(conf, name=name, key=key, schema_ddl=schema_ddl)
+        self._skipped = SkippedFiles()
 
     def check(self, spark: SparkSession) -> None:
         fs = _HadoopFs(spark)
@@ -147,9 +152,11 @@ class FilesSource(Source):
         return int(float(self.conf.lookback) * 1000)
 
     def files_read(self, unit: WorkUnit) -> list[LoggedFile]:
+        """The files read, and those skipped as unreadable (logged with why, so not read again)."""
         if self.conf.incremental != "new_files" or unit.empty:
             return []
-        return [(f.path, f.mtime_ms, f.size, "") for f in unit.payload]
+        skipped = [(f.path, f.mtime_ms, f.size, f"skipped: {why}") for f, why in self._skipped.of(unit.dataset)]
+        return [(f.path, f.mtime_ms, f.size, "") for f in unit.payload] + skipped
 
     def _plan_partitions(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:
         conf = self.conf.partitions
@@ -249,12 +256,22 @@ class FilesSource(Source):
             paths = [f.path for u in units if not u.empty for f in u.payload]
             if not paths:
                 return None
-        schema: StructType = self._reader(spark).load(paths).schema
+        try:
+            schema: StructType = self._reader(spark).load(paths).schema
+        except Exception as exc:  # inferring reads files too: a broken Parquet footer fails here
+            if units is not None and self.skip_unreadable(exc, units):
+                return self.schema(spark, units)
+            hint = self.read_hint(exc)
+            if hint:
+                raise JobFailedError(f"{self.key}: inferring the schema failed: {why(exc)}{hint}") from exc
+            raise
         return schema
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
-        work = [u for u in units if not u.empty]
-        if self.conf.datasets == "directory" and self.conf.incremental != "partitions":
+        work = [u for u in units if not u.empty and u.payload]  # a unit may have lost all its files
+        if not work:
+            frame = spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))
+        elif self.conf.datasets == "directory" and self.conf.incremental != "partitions":
             frame = self._read_directories(spark, work, schema)
         else:
             frames = [
@@ -265,7 +282,19 @@ class FilesSource(Source):
                 for u in work
             ]
             frame = reduce(lambda a, b: a.unionByName(b), frames)
-        return self._with_reasons(frame, schema)
+        return self._skipped.with_error_rows(spark, self._with_reasons(frame, schema), units)
+
+    def skip_unreadable(self, error: BaseException, units: list[WorkUnit]) -> bool:
+        return self.conf.on_corrupt == "skip" and self._skipped.drop(error, units)
+
+    def read_hint(self, error: BaseException) -> str:
+        if self.conf.on_corrupt == "skip" or not is_file_error(error):
+            return ""
+        return (
+            f". A file that cannot be read fails its dataset on every run: fix or remove it, or set "
+            f"`{self.key}.on_corrupt = skip` to skip it (it then goes to the error table and the file log, "
+            "and is read again only once replaced)"
+        )
 
     def _with_reasons(self, frame: DataFrame, schema: StructType) -> DataFrame:
         """Say which column of a corrupt JSON/CSV record did not fit, and why (corrupt records only)."""
