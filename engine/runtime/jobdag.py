@@ -205,7 +205,7 @@ class JobDag:
             units: list[WorkUnit] = []
         else:
             units = reuse if reuse is not None else self.source.plan(spark, ctx)
-        schema = self.source.schema(spark, None if validate_only else units)
+        schema = self.source.schema(spark, None if validate_only else units, ctx)
         if schema is None:
             self._parse_only(spark)
             return DagPlan(units=units, schema=None)

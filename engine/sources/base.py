@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from engine.sources.conf import SourceConf
 from engine.sources.workunits import Budget, WorkUnit
-from engine.state.store import LIVE, DatasetState, FileKey, backfill_scope
+from engine.state.store import LIVE, DatasetState, FileKey, PinnedSchema, backfill_scope
 from engine.state.watermarks import Watermark
 
 if TYPE_CHECKING:
@@ -44,6 +44,10 @@ class PlanContext:
     """Whether the first dataset may exceed ``per_run`` by one item (so a run always progresses)."""
     files_read: Callable[[], dict[str, set[FileKey]]] = dict
     """The file log of this source's datasets (in this run's scope), by URN: read when called."""
+    pinned_schema: Callable[[], PinnedSchema | None] = lambda: None
+    """The schema this DAG's source pinned in an earlier run (read when called)."""
+    pin_schema: Callable[[str, str], None] = lambda fingerprint, ddl: None
+    """Keep ``(fingerprint, ddl)`` as this DAG's source schema for the runs after this one."""
 
     def low(self, dataset: str) -> Watermark | None:
         found = self.state.get(dataset)
@@ -80,9 +84,12 @@ class Source(ABC):
         """One work unit per known dataset (empty ones carry their watermark)."""
 
     @abstractmethod
-    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+    def schema(
+        self, spark: SparkSession, units: list[WorkUnit] | None, ctx: PlanContext | None = None
+    ) -> StructType | None:
         """The schema every group is read with (``units=None``: validation, read nothing);
-        ``None`` when it cannot be known (nothing to read and nothing declared)."""
+        ``None`` when it cannot be known (nothing to read and nothing declared). ``ctx`` (when
+        planning a run) lets a source keep an inferred schema for the runs after this one."""
 
     @abstractmethod
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:

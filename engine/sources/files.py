@@ -17,6 +17,8 @@ Listing uses the Hadoop FileSystem API (no Spark job); hidden files and director
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from engine.columns import DATASET
 from engine.errors import ConfigError, JobFailedError
@@ -39,7 +42,6 @@ from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 _KEEPS_CORRUPT = ("json", "csv")
@@ -247,25 +249,53 @@ class FilesSource(Source):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+    def schema(
+        self, spark: SparkSession, units: list[WorkUnit] | None, ctx: PlanContext | None = None
+    ) -> StructType | None:
+        """The declared schema; else, for JSON and CSV, the one inferred from the first files read
+        and pinned (``ctx``) so every later run reads with the same types; else inferred now."""
         if self.schema_ddl is not None:
-            return _ddl_schema(self._ddl())
+            return _ddl_schema(self._with_corrupt(self.schema_ddl))
+        if ctx is None or self.conf.format not in _KEEPS_CORRUPT:
+            return self._infer(spark, units)
+        fingerprint = self._fingerprint()
+        pinned = ctx.pinned_schema()
+        if pinned is not None and pinned.fingerprint == fingerprint:
+            return _ddl_schema(self._with_corrupt(pinned.ddl))
+        inferred = self._infer(spark, units)
+        if inferred is None:
+            return None
+        if pinned is not None:
+            log.warning("%s: its format or reader options changed: the schema is inferred and pinned again", self.key)
+        data = StructType([f for f in inferred.fields if f.name != CORRUPT_RECORD])
+        ctx.pin_schema(fingerprint, data.toDDL())
+        return _ddl_schema(self._with_corrupt(data.toDDL()))
+
+    def _infer(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
         if units is None:
             paths = self.conf.paths()
         else:
             paths = [f.path for u in units if not u.empty for f in u.payload]
             if not paths:
                 return None
+        reader = self._reader(spark)
+        if self.conf.format == "csv" and "inferSchema" not in self.conf.options:
+            reader = reader.option("inferSchema", "true")  # else every column is a STRING
         try:
-            schema: StructType = self._reader(spark).load(paths).schema
+            schema: StructType = reader.load(paths).schema
         except Exception as exc:  # inferring reads files too: a broken Parquet footer fails here
             if units is not None and self.skip_unreadable(exc, units):
-                return self.schema(spark, units)
+                return self._infer(spark, units)
             hint = self.read_hint(exc)
             if hint:
                 raise JobFailedError(f"{self.key}: inferring the schema failed: {why(exc)}{hint}") from exc
             raise
         return schema
+
+    def _fingerprint(self) -> str:
+        """What an inferred schema depends on besides the data: the format and the reader options."""
+        text = json.dumps([self.conf.format, {k: str(v) for k, v in self.conf.options.items()}], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         work = [u for u in units if not u.empty and u.payload]  # a unit may have lost all its files
@@ -317,11 +347,11 @@ class FilesSource(Source):
         out: DataFrame = frame.withColumn(DATASET, dataset)
         return out
 
-    def _ddl(self) -> str:
-        assert self.schema_ddl is not None
+    def _with_corrupt(self, ddl: str) -> str:
+        """JSON and CSV keep the raw text of a record that does not fit in :data:`CORRUPT_RECORD`."""
         if self.conf.format in _KEEPS_CORRUPT:
-            return f"{self.schema_ddl}, `{CORRUPT_RECORD}` STRING"
-        return self.schema_ddl
+            return f"{ddl}, `{CORRUPT_RECORD}` STRING"
+        return ddl
 
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         conf = self.conf
@@ -332,8 +362,6 @@ class FilesSource(Source):
 
 
 def _ddl_schema(ddl: str) -> StructType:
-    from pyspark.sql.types import StructType
-
     schema = StructType.fromDDL(ddl)
     assert isinstance(schema, StructType)
     return schema
