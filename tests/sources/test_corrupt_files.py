@@ -117,3 +117,12 @@ def test_a_broken_parquet_file_is_skipped(spark: Any, lake: Path, schema: str | 
     (error,) = table(lake, "_errors", "t")
     assert json.loads(error["record"]) == {"file": f"file:{broken}"}
     assert {Path(f["path"]).name for f in table(lake, "_engine", "files_read")} == {"a.parquet", "b.parquet"}
+
+
+def test_an_unknown_on_corrupt_value_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
+    from engine.errors import ConfigError
+    from tests.helpers import compile_dict
+
+    with pytest.raises(ConfigError, match="'fail' or 'skip'") as info:
+        compile_dict(job(tmp_path / "*.json", on_corrupt="ignore"), tmp_path / "lake")
+    assert info.value.key == "job.sources.in.on_corrupt"
