@@ -29,15 +29,18 @@ INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE)
 READ_STEP = "read"
 
 
-def to_frame(df: DataFrame, *, corrupt_column: str) -> DataFrame:
-    """Add the engine's columns to a source's DataFrame."""
+def to_frame(df: DataFrame, *, corrupt_column: str, reason_column: str | None = None) -> DataFrame:
+    """Add the engine's columns to a source's DataFrame. A record with its raw text in
+    ``corrupt_column`` is rejected by step ``read``, for the reason in ``reason_column`` if the
+    source gives one."""
     has_corrupt = corrupt_column in df.columns
-    data = [c for c in df.columns if c not in (corrupt_column, DATASET)]
+    has_reason = reason_column is not None and reason_column in df.columns
+    data = [c for c in df.columns if c not in (corrupt_column, reason_column, DATASET)]
     dataset = [F.col(DATASET)] if DATASET in df.columns else []
     raw = F.col(f"`{corrupt_column}`") if has_corrupt else F.lit(None).cast("string")
-    unreadable = F.struct(
-        F.lit(READ_STEP).alias("step"), F.lit("malformed record or a value not matching the schema").alias("reason")
-    )
+    generic = F.lit("malformed record or a value not matching the schema")
+    why = F.coalesce(F.col(f"`{reason_column}`"), generic) if has_reason else generic
+    unreadable = F.struct(F.lit(READ_STEP).alias("step"), why.alias("reason"))
     return df.select(
         *[F.col(f"`{c}`") for c in data],
         F.when(raw.isNotNull(), F.array(unreadable)).otherwise(F.array().cast(_ERRORS_TYPE)).alias(ERRORS),

@@ -40,7 +40,7 @@ from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.error_table import ErrorTable
-from engine.sources.base import CORRUPT_RECORD, PlanContext, Source
+from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import FilesSourceConf, SourceLimitsConf
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
@@ -205,7 +205,7 @@ class JobDag:
             units: list[WorkUnit] = []
         else:
             units = reuse if reuse is not None else self.source.plan(spark, ctx)
-        schema = self.source.schema(spark, None if validate_only else units)
+        schema = self.source.schema(spark, None if validate_only else units, ctx)
         if schema is None:
             self._parse_only(spark)
             return DagPlan(units=units, schema=None)
@@ -217,7 +217,7 @@ class JobDag:
         return DagPlan(units=units, schema=schema, predicates=preds)
 
     def _chain(self, read: DataFrame) -> DataFrame:
-        frame = to_frame(read, corrupt_column=CORRUPT_RECORD)
+        frame = to_frame(read, corrupt_column=CORRUPT_RECORD, reason_column=CORRUPT_REASON)
         for step in self.steps:
             frame = step.apply(frame)
         return finalize(frame)
@@ -294,7 +294,9 @@ class JobDag:
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
             if frame is not None:
                 frame.unpersist()
-            result.error = first_line(exc)
+            if self.source.skip_unreadable(exc, group.units):  # it dropped the file(s) it cannot read
+                return self._read_scoped(spark, plan, group, job_group)
+            result.error = first_line(exc) + self.source.read_hint(exc)
             log.error(
                 "dag %s: reading %s failed: %s",
                 self.name,

@@ -43,6 +43,7 @@ from engine.state.store import (
     JobStatusRow,
     LogRow,
     MetadataStore,
+    PinnedSchema,
     utcnow,
 )
 
@@ -198,6 +199,10 @@ class MetadataManager:
             now=self.now,
             guarantee=first,
             files_read=functools.cache(lambda: self.store.files_read(self.job, dag.name, dag.scope)),
+            pinned_schema=lambda: self.store.pinned_schema(self.job, dag.name),
+            pin_schema=lambda fingerprint, ddl: self.store.pin_schema(
+                PinnedSchema(self.job, dag.name, fingerprint, ddl, self.run_id, utcnow())
+            ),
         )
 
     def planned_units(self, units: list[WorkUnit]) -> None:

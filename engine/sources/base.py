@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from engine.sources.conf import SourceConf
 from engine.sources.workunits import Budget, WorkUnit
-from engine.state.store import LIVE, DatasetState, FileKey, backfill_scope
+from engine.state.store import LIVE, DatasetState, FileKey, PinnedSchema, backfill_scope
 from engine.state.watermarks import Watermark
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 CORRUPT_RECORD = "_corrupt_record"
 """A column a source may add holding the raw text of a record it could not parse."""
+CORRUPT_REASON = "_corrupt_reason"
+"""A column a source may add saying why its corrupt record did not fit (the ``read`` step's reason)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,10 @@ class PlanContext:
     """Whether the first dataset may exceed ``per_run`` by one item (so a run always progresses)."""
     files_read: Callable[[], dict[str, set[FileKey]]] = dict
     """The file log of this source's datasets (in this run's scope), by URN: read when called."""
+    pinned_schema: Callable[[], PinnedSchema | None] = lambda: None
+    """The schema this DAG's source pinned in an earlier run (read when called)."""
+    pin_schema: Callable[[str, str], None] = lambda fingerprint, ddl: None
+    """Keep ``(fingerprint, ddl)`` as this DAG's source schema for the runs after this one."""
 
     def low(self, dataset: str) -> Watermark | None:
         found = self.state.get(dataset)
@@ -78,13 +84,26 @@ class Source(ABC):
         """One work unit per known dataset (empty ones carry their watermark)."""
 
     @abstractmethod
-    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+    def schema(
+        self, spark: SparkSession, units: list[WorkUnit] | None, ctx: PlanContext | None = None
+    ) -> StructType | None:
         """The schema every group is read with (``units=None``: validation, read nothing);
-        ``None`` when it cannot be known (nothing to read and nothing declared)."""
+        ``None`` when it cannot be known (nothing to read and nothing declared). ``ctx`` (when
+        planning a run) lets a source keep an inferred schema for the runs after this one."""
 
     @abstractmethod
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         """The records of ``units``, lazily, with their dataset URN in ``DATASET``."""
+
+    def skip_unreadable(self, error: BaseException, units: list[WorkUnit]) -> bool:
+        """A read of ``units`` failed with ``error``. A source told to skip what it cannot read
+        takes what ``error`` names out of ``units`` (and records it) and returns ``True``: read
+        them again. ``False``: the read fails."""
+        return False
+
+    def read_hint(self, error: BaseException) -> str:
+        """What to add to the message of a read that failed with ``error``: how to get past it."""
+        return ""
 
     def actual_high(self, unit: WorkUnit) -> Watermark | None:
         """Where a unit that read successfully stopped (by default, where it meant to)."""

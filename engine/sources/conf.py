@@ -85,8 +85,10 @@ class FilesSourceConf(SourceConf):
 
     A relative ``path`` or schema file is resolved against the job file's directory. The schema is
     an Avro schema file (``.avsc``), an inline Avro JSON schema, or a Spark DDL string; without one
-    Spark infers it. Malformed JSON/CSV records (and values that do not fit the schema) are not
-    dropped: they go to the error table from the ``read`` step.
+    Spark infers it (JSON and CSV: once, from the first files read, then pinned in
+    ``_engine/schemas``). Malformed JSON/CSV records (and values that do not fit the schema) are
+    not dropped: they go to the error table from the ``read`` step, naming the column and type.
+    A file that cannot be read fails its dataset unless ``on_corrupt = skip``.
 
     .. code-block:: hocon
 
@@ -96,6 +98,7 @@ class FilesSourceConf(SourceConf):
           path = data/orders/*.json
           schema = schemas/order.avsc
           options { multiLine = false }
+          on_corrupt = skip
         }
     """
 
@@ -105,7 +108,9 @@ class FilesSourceConf(SourceConf):
     format: Literal["json", "csv", "parquet", "avro", "text"]
     """The file format, read by Spark's own reader."""
     schema_: str | None = Field(default=None, alias="schema")
-    """An ``.avsc`` file, an inline Avro schema (JSON) or a Spark DDL string; inferred when unset."""
+    """An ``.avsc`` file, an inline Avro schema (JSON) or a Spark DDL string. Unset: Parquet and Avro
+    use the files' own; JSON and CSV types are inferred from the first run's files and pinned, so
+    later runs read with the same types (a changed ``format`` or ``options`` infers again)."""
     options: dict[str, str | int | float | bool] = {}
     """Extra options handed to Spark's reader (``header``, ``sep``, ``multiLine``, ...)."""
     incremental: Literal["new_files", "partitions", "none"] = "new_files"
@@ -123,6 +128,12 @@ class FilesSourceConf(SourceConf):
     file log, whatever their modification time."""
     partitions: PartitionsConf | None = None
     """With ``incremental = partitions``: the partition directory layout under each path."""
+    on_corrupt: Literal["fail", "skip"] = "fail"
+    """A file that cannot be read (a truncated gzip, a broken Parquet file). ``fail``: its dataset
+    fails, on every run until the file is fixed or removed. ``skip``: the rest is read; the file
+    becomes one error record of step ``read`` (its path, Spark's error) and a note on the dataset's
+    status, and is logged in the file log as read (with the error), so it is not read again unless
+    it is replaced (new modification time or size)."""
 
     @field_validator("min_age", "lookback")
     @classmethod

@@ -159,7 +159,9 @@ class DeltaSource(Source):
             out.append(v)
         return out
 
-    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+    def schema(
+        self, spark: SparkSession, units: list[WorkUnit] | None, ctx: PlanContext | None = None
+    ) -> StructType | None:
         schema: StructType = spark.read.format("delta").load(self.conf.path).schema
         if self.conf.changes == "cdf":
             from pyspark.sql.types import StructType

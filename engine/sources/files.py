@@ -17,6 +17,8 @@ Listing uses the Hadoop FileSystem API (no Spark job); hidden files and director
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -26,18 +28,20 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from engine.columns import DATASET
-from engine.errors import ConfigError
-from engine.sources.base import CORRUPT_RECORD, LoggedFile, PlanContext, Source
+from engine.errors import ConfigError, JobFailedError
+from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
+from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
+from engine.sources.record_errors import corrupt_reason
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.store import FileKey
 from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 _KEEPS_CORRUPT = ("json", "csv")
@@ -69,6 +73,10 @@ class FilesSource(Source):
 
     Conf = FilesSourceConf
     conf: FilesSourceConf
+
+    def __init__(self, conf: FilesSourceConf, *, name: str, key: str, schema_ddl: str | None) -> None:
+        super().__init__(conf, name=name, key=key, schema_ddl=schema_ddl)
+        self._skipped = SkippedFiles()
 
     def check(self, spark: SparkSession) -> None:
         fs = _HadoopFs(spark)
@@ -146,9 +154,11 @@ class FilesSource(Source):
         return int(float(self.conf.lookback) * 1000)
 
     def files_read(self, unit: WorkUnit) -> list[LoggedFile]:
+        """The files read, and those skipped as unreadable (logged with why, so not read again)."""
         if self.conf.incremental != "new_files" or unit.empty:
             return []
-        return [(f.path, f.mtime_ms, f.size, "") for f in unit.payload]
+        skipped = [(f.path, f.mtime_ms, f.size, f"skipped: {why}") for f, why in self._skipped.of(unit.dataset)]
+        return [(f.path, f.mtime_ms, f.size, "") for f in unit.payload] + skipped
 
     def _plan_partitions(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:
         conf = self.conf.partitions
@@ -239,27 +249,89 @@ class FilesSource(Source):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+    def schema(
+        self, spark: SparkSession, units: list[WorkUnit] | None, ctx: PlanContext | None = None
+    ) -> StructType | None:
+        """The declared schema; else, for JSON and CSV, the one inferred from the first files read
+        and pinned (``ctx``) so every later run reads with the same types; else inferred now."""
         if self.schema_ddl is not None:
-            return _ddl_schema(self._ddl())
+            return _ddl_schema(self._with_corrupt(self.schema_ddl))
+        if ctx is None or self.conf.format not in _KEEPS_CORRUPT:
+            return self._infer(spark, units)
+        fingerprint = self._fingerprint()
+        pinned = ctx.pinned_schema()
+        if pinned is not None and pinned.fingerprint == fingerprint:
+            return _ddl_schema(self._with_corrupt(pinned.ddl))
+        inferred = self._infer(spark, units)
+        if inferred is None:
+            return None
+        if pinned is not None:
+            log.warning("%s: its format or reader options changed: the schema is inferred and pinned again", self.key)
+        data = StructType([f for f in inferred.fields if f.name != CORRUPT_RECORD])
+        ctx.pin_schema(fingerprint, data.toDDL())
+        return _ddl_schema(self._with_corrupt(data.toDDL()))
+
+    def _infer(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
         if units is None:
             paths = self.conf.paths()
         else:
             paths = [f.path for u in units if not u.empty for f in u.payload]
             if not paths:
                 return None
-        schema: StructType = self._reader(spark).load(paths).schema
+        reader = self._reader(spark)
+        if self.conf.format == "csv" and "inferSchema" not in self.conf.options:
+            reader = reader.option("inferSchema", "true")  # else every column is a STRING
+        try:
+            schema: StructType = reader.load(paths).schema
+        except Exception as exc:  # inferring reads files too: a broken Parquet footer fails here
+            if units is not None and self.skip_unreadable(exc, units):
+                return self._infer(spark, units)
+            hint = self.read_hint(exc)
+            if hint:
+                raise JobFailedError(f"{self.key}: inferring the schema failed: {why(exc)}{hint}") from exc
+            raise
         return schema
 
+    def _fingerprint(self) -> str:
+        """What an inferred schema depends on besides the data: the format and the reader options."""
+        text = json.dumps([self.conf.format, {k: str(v) for k, v in self.conf.options.items()}], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
-        work = [u for u in units if not u.empty]
-        if self.conf.datasets == "directory" and self.conf.incremental != "partitions":
-            return self._read_directories(spark, work, schema)
-        frames = [
-            self._reader(spark).schema(schema).load([f.path for f in u.payload]).withColumn(DATASET, F.lit(u.dataset))
-            for u in work
-        ]
-        return reduce(lambda a, b: a.unionByName(b), frames)
+        work = [u for u in units if not u.empty and u.payload]  # a unit may have lost all its files
+        if not work:
+            frame = spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))
+        elif self.conf.datasets == "directory" and self.conf.incremental != "partitions":
+            frame = self._read_directories(spark, work, schema)
+        else:
+            frames = [
+                self._reader(spark)
+                .schema(schema)
+                .load([f.path for f in u.payload])
+                .withColumn(DATASET, F.lit(u.dataset))
+                for u in work
+            ]
+            frame = reduce(lambda a, b: a.unionByName(b), frames)
+        return self._skipped.with_error_rows(spark, self._with_reasons(frame, schema), units)
+
+    def skip_unreadable(self, error: BaseException, units: list[WorkUnit]) -> bool:
+        return self.conf.on_corrupt == "skip" and self._skipped.drop(error, units)
+
+    def read_hint(self, error: BaseException) -> str:
+        if self.conf.on_corrupt == "skip" or not is_file_error(error):
+            return ""
+        return (
+            f". A file that cannot be read fails its dataset on every run: fix or remove it, or set "
+            f"`{self.key}.on_corrupt = skip` to skip it (it then goes to the error table and the file log, "
+            "and is read again only once replaced)"
+        )
+
+    def _with_reasons(self, frame: DataFrame, schema: StructType) -> DataFrame:
+        """Say which column of a corrupt JSON/CSV record did not fit, and why (corrupt records only)."""
+        if self.conf.format not in _KEEPS_CORRUPT or CORRUPT_RECORD not in schema.fieldNames():
+            return frame
+        options = {k: str(v) for k, v in self.conf.options.items()}
+        return frame.withColumn(CORRUPT_REASON, corrupt_reason(self.conf.format, schema, CORRUPT_RECORD, options))
 
     def _read_directories(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> DataFrame:
         """All files of the group in one read; each record's dataset from its file's directory,
@@ -275,11 +347,11 @@ class FilesSource(Source):
         out: DataFrame = frame.withColumn(DATASET, dataset)
         return out
 
-    def _ddl(self) -> str:
-        assert self.schema_ddl is not None
+    def _with_corrupt(self, ddl: str) -> str:
+        """JSON and CSV keep the raw text of a record that does not fit in :data:`CORRUPT_RECORD`."""
         if self.conf.format in _KEEPS_CORRUPT:
-            return f"{self.schema_ddl}, `{CORRUPT_RECORD}` STRING"
-        return self.schema_ddl
+            return f"{ddl}, `{CORRUPT_RECORD}` STRING"
+        return ddl
 
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         conf = self.conf
@@ -290,8 +362,6 @@ class FilesSource(Source):
 
 
 def _ddl_schema(ddl: str) -> StructType:
-    from pyspark.sql.types import StructType
-
     schema = StructType.fromDDL(ddl)
     assert isinstance(schema, StructType)
     return schema

@@ -132,7 +132,9 @@ class JdbcSource(Source):
         payload = (low, high)
         return [WorkUnit(self.dataset, low, high, size=Size(records=count), payload=payload, note=note)]
 
-    def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
+    def schema(
+        self, spark: SparkSession, units: list[WorkUnit] | None, ctx: PlanContext | None = None
+    ) -> StructType | None:
         """The relation's schema, asked of the database once per run (check, plan and the chain's
         analysis all need it)."""
         if self._schema is None:

@@ -29,6 +29,7 @@ from engine.state.store import (
     JobStatusRow,
     LogRow,
     MetadataStore,
+    PinnedSchema,
     last_runs,
 )
 
@@ -57,6 +58,7 @@ FILES_DDL = (
     "job STRING, dag STRING, scope STRING, dataset STRING, path STRING, mtime_ms BIGINT, size BIGINT, "
     "batch BIGINT, run_id STRING, read_at TIMESTAMP, note STRING"
 )
+SCHEMAS_DDL = "job STRING, dag STRING, fingerprint STRING, ddl STRING, run_id STRING, pinned_at TIMESTAMP"
 CHANGES_DDL = (
     "job STRING, dag STRING, dataset STRING, action STRING, old STRING, new STRING, reason STRING, "
     "user STRING, changed_at TIMESTAMP"
@@ -76,6 +78,7 @@ class DeltaMetadataStore(MetadataStore):
         )
         self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
         self.files = meta_table(spark, f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
+        self.schemas = meta_table(spark, f"{root}/schemas", SCHEMAS_DDL, version=SCHEMA_VERSION, what="schemas")
         prefetch([self.log, self.state, self.jobs, self.flows, self.changelog])
 
     def ensure(self) -> DeltaMetadataStore:
@@ -160,6 +163,17 @@ class DeltaMetadataStore(MetadataStore):
             return False
         (found,) = self.files.columns(["batch"], job=job, dag=dag, scope=scope, batch=batch)
         return bool(found)
+
+    def pinned_schema(self, job: str, dag: str) -> PinnedSchema | None:
+        if not _readable(self.schemas):
+            return None
+        rows = self.schemas.rows(job=job, dag=dag)
+        return PinnedSchema(**max(rows, key=lambda r: r["pinned_at"])) if rows else None
+
+    def pin_schema(self, row: PinnedSchema) -> None:
+        """Created by the first source that pins a schema (declared schemas never pay for it)."""
+        self.schemas.ensure()
+        self.schemas.append([asdict(row)])
 
     def log_epoch(self) -> str:
         """Read from the commit log's properties (whichever job created it drew it)."""

@@ -158,6 +158,20 @@ FileKey = tuple[str, int, int]
 """A file as the file log knows it: (path, modification time in ms, size)."""
 
 
+@dataclass(frozen=True)
+class PinnedSchema:
+    """A DAG's source schema inferred from its first files, kept so later runs read with the
+    same types (a source that declares none would otherwise infer anew from each run's files)."""
+
+    job: str
+    dag: str
+    fingerprint: str
+    """What the inference depended on (format, reader options): another one infers again."""
+    ddl: str
+    run_id: str
+    pinned_at: datetime
+
+
 class MetadataStore(ABC):
     """Where dataset state, status and the commit log live."""
 
@@ -213,6 +227,14 @@ class MetadataStore(ABC):
         """Whether batch ``batch`` of ``(job, dag, scope)`` has logged its files."""
 
     @abstractmethod
+    def pinned_schema(self, job: str, dag: str) -> PinnedSchema | None:
+        """The newest schema pinned for ``(job, dag)``'s source, if any."""
+
+    @abstractmethod
+    def pin_schema(self, row: PinnedSchema) -> None:
+        """Keep ``row`` as ``(job, dag)``'s source schema (the newest pin wins)."""
+
+    @abstractmethod
     def log_epoch(self) -> str:
         """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
         it: batch numbers restart with a new log, and must not collide with an old log's."""
@@ -228,6 +250,7 @@ class InMemoryMetadataStore(MetadataStore):
         self.changelog: list[CheckpointChange] = []
         self.log: list[LogRow] = []
         self.files: list[FileRead] = []
+        self.pins: list[PinnedSchema] = []
         self.epoch = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
 
@@ -287,6 +310,14 @@ class InMemoryMetadataStore(MetadataStore):
 
     def files_logged(self, job: str, dag: str, scope: str, batch: int) -> bool:
         return any((f.job, f.dag, f.scope, f.batch) == (job, dag, scope, batch) for f in self.files)
+
+    def pinned_schema(self, job: str, dag: str) -> PinnedSchema | None:
+        mine = [p for p in self.pins if (p.job, p.dag) == (job, dag)]
+        return max(mine, key=lambda p: p.pinned_at) if mine else None
+
+    def pin_schema(self, row: PinnedSchema) -> None:
+        with self._lock:
+            self.pins.append(row)
 
     def log_epoch(self) -> str:
         return self.epoch

@@ -22,6 +22,7 @@ from engine.state.store import (
     InMemoryMetadataStore,
     JobStatusRow,
     MetadataStore,
+    PinnedSchema,
 )
 from engine.state.watermarks import FileWatermark, LongWatermark, TimestampWatermark
 
@@ -89,6 +90,16 @@ class MetadataStoreContract:
         assert store.files_read("j", "d", "bf") == {"a": {("file:/in/z.json", 1000, 10)}}
         assert store.files_logged("j", "d", LIVE, 1) and store.files_logged("j", "d", LIVE, 2)
         assert not store.files_logged("j", "d", LIVE, 3)  # batch 3 is another DAG's
+
+    def test_the_newest_pinned_schema_of_a_dag_wins(self) -> None:
+        store = self.store()
+        assert store.pinned_schema("j", "d") is None
+        store.pin_schema(PinnedSchema("j", "d", "f1", "id INT", "r1", T0))
+        store.pin_schema(PinnedSchema("j", "other", "f1", "x STRING", "r1", T0))
+        newest = PinnedSchema("j", "d", "f2", "id BIGINT", "r2", T0 + timedelta(minutes=1))
+        store.pin_schema(newest)
+        assert store.pinned_schema("j", "d") == newest
+        assert store.pinned_schema("k", "d") is None
 
 
 def read(dataset: str, path: str, batch: int, *, mtime: int = 1000, size: int = 10, **key: str) -> FileRead:

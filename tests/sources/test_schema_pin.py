@@ -1,0 +1,67 @@
+"""A JSON or CSV source without a schema: its types are inferred from the first files read and
+pinned (``_engine/schemas``), so later runs read with the same types; a later value that does not
+fit goes to the error table.
+
+Found on real data: a CSV source without a schema read every column as STRING, though the README
+said the schema is inferred; and an inferred schema was inferred anew each run from that run's
+files, so a day whose ``amount`` column was empty changed its type."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from engine.state.delta_store import DeltaMetadataStore
+from tests.helpers import run_with
+
+T0 = float(int(time.time()) - 86_400)
+
+CSV_1 = "id,amount,day\n1,1.50,2026-01-01\n2,2.25,2026-01-02\n"
+CSV_2 = "id,amount,day\n3,abc,2026-01-03\n4,4.75,2026-01-04\n"  # alone, `amount` would infer as STRING
+JSON_1 = '{"id": 1, "amount": 1.5, "day": "a"}\n{"id": 2, "amount": 2.25, "day": "b"}\n'
+JSON_2 = '{"id": 3, "amount": "abc", "day": "c"}\n{"id": 4, "amount": 4.75, "day": "d"}\n'
+
+
+def put(path: Path, text: str, *, mtime: float) -> None:
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(path, (mtime, mtime))
+
+
+@pytest.mark.parametrize(
+    ("fmt", "first", "second", "options", "types"),
+    [
+        pytest.param(
+            "csv", CSV_1, CSV_2, {"header": True}, {"id": "int32", "amount": "double", "day": "date32[day]"}, id="csv"
+        ),
+        pytest.param("json", JSON_1, JSON_2, {}, {"id": "int64", "amount": "double", "day": "string"}, id="json"),
+    ],
+)
+def test_types_are_inferred_once_and_kept_by_later_runs(
+    spark: Any, lake: Path, fmt: str, first: str, second: str, options: dict[str, Any], types: dict[str, str]
+) -> None:
+    land = lake.parent / "land"
+    store = DeltaMetadataStore(spark, str(lake / "_engine")).ensure()
+    raw = {
+        "sources": {"in": {"type": "files", "format": fmt, "path": str(land / f"*.{fmt}"), "options": options}},
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    put(land / f"a.{fmt}", first, mtime=T0)
+    one = run_with(spark, raw, lake, store, run=1)
+    put(land / f"b.{fmt}", second, mtime=T0 + 60)
+    two = run_with(spark, raw, lake, store, run=2)
+
+    assert [r.summary()["status"] for r in (one, two)] == ["SUCCEEDED", "SUCCEEDED"]
+    out = DeltaTable(str(lake / "out")).to_pyarrow_table()
+    assert {f.name: str(f.type) for f in out.schema} == types
+    assert sorted(out.column("id").to_pylist()) == [1, 2, 4]
+    errors = DeltaTable(str(lake / "_errors" / "t")).to_pyarrow_table().to_pylist()
+    assert [e["reasons"] for e in errors] == [['read: column `amount` value "abc" is not a DOUBLE']]
+    (pin,) = DeltaTable(str(lake / "_engine" / "schemas")).to_pyarrow_table().to_pylist()
+    assert pin["run_id"] == "run-1" and "amount DOUBLE" in pin["ddl"]
