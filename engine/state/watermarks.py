@@ -163,13 +163,17 @@ class FileWatermark(Watermark):
         """``set``: everything at or before it counts as read. ``rewind``: what comes after it is
         read again, and late files before it still are (the file log knows what was read), except
         before a floor the old watermark had, or anywhere before it if the old one predates the
-        file log (which then knows nothing of what was read)."""
+        file log (which then knows nothing of what was read). A watermark advanced since it predated
+        the log keeps the paths it knew were read within its old look-back window: the log lacks
+        them, and they are consulted only for files at or before the rewound position."""
         if action == "set":
             return replace(self, floor=self.position, recent=(), legacy=False)
-        floor = None
+        floor: tuple[int, str] | None = None
+        recent: tuple[str, ...] = ()
         if isinstance(old, FileWatermark):
             floor = self.position if old.legacy else min(old.floor, self.position) if old.floor else None
-        return replace(self, floor=floor, recent=(), legacy=False)
+            recent = () if old.legacy else old.recent
+        return replace(self, floor=floor, recent=recent, legacy=False)
 
     def display(self) -> str:
         when = datetime.fromtimestamp(self.mtime_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
