@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import re
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import reduce
@@ -432,13 +433,44 @@ def _spark_listing(spark: SparkSession, patterns: list[str]) -> list[tuple[str, 
     if not patterns:
         return []
     listing = (
-        spark.read.format("binaryFile")
+        _listing_session(spark)
+        .read.format("binaryFile")
         .option("recursiveFileLookup", "true")
         .load(patterns)
         .select("path", "length", (F.unix_micros("modificationTime") / 1000).cast("long").alias("mtime"))
     )
     # Spark reports URIs (a%20b); Hadoop paths, which its readers take, are decoded.
     return [(unquote(r["path"]), int(r["length"]), int(r["mtime"])) for r in listing.collect()]
+
+
+_LISTING_LOCK = threading.Lock()
+_LISTING_TASKS = (
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism",  # default 10,000: a task per path
+    "spark.sql.files.maxPartitionNum",  # a scan packs small files by a 4 MB open cost: 600+ tasks
+)
+
+
+def _listing_session(spark: SparkSession) -> SparkSession:
+    """A session with ``spark``'s settings whose file index and scan are sized for a listing.
+
+    A glob matching thousands of files gives the file index as many root paths: by default it
+    lists them in a Spark job of one task per path, and the ``binaryFile`` scan that follows packs
+    them into hundreds of tasks that each do next to nothing. Capping both at the cluster's
+    parallelism keeps the listing parallel with a few tasks (``bench/file_log.py``). Only the
+    task counts differ from ``spark``, so what is listed is the same; the session is made once
+    per run session and shared by its DAG threads."""
+    with _LISTING_LOCK:
+        session: SparkSession | None = getattr(spark, "_engine_listing", None)
+        if session is None:
+            session = spark.newSession()
+            for key, value in spark.conf.getAll.items():
+                if session.conf.isModifiable(key):
+                    session.conf.set(key, value)
+            tasks = str(max(2, spark.sparkContext.defaultParallelism))
+            for key in _LISTING_TASKS:
+                session.conf.set(key, tasks)
+            spark._engine_listing = session  # type: ignore[attr-defined]
+        return session
 
 
 _SCHEME = r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?"
