@@ -240,8 +240,9 @@ class FilesSource(Source):
     # -- reading -------------------------------------------------------------------------------
 
     def schema(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
-        if self.schema_ddl is not None:
-            return _ddl_schema(self._ddl())
+        declared = self.declared_schema()
+        if declared is not None:
+            return declared.add(CORRUPT_RECORD, "string") if self.conf.format in _KEEPS_CORRUPT else declared
         if units is None:
             paths = self.conf.paths()
         else:
@@ -275,26 +276,12 @@ class FilesSource(Source):
         out: DataFrame = frame.withColumn(DATASET, dataset)
         return out
 
-    def _ddl(self) -> str:
-        assert self.schema_ddl is not None
-        if self.conf.format in _KEEPS_CORRUPT:
-            return f"{self.schema_ddl}, `{CORRUPT_RECORD}` STRING"
-        return self.schema_ddl
-
     def _reader(self, spark: SparkSession) -> DataFrameReader:
         conf = self.conf
         reader = spark.read.format(conf.format).options(**{k: str(v) for k, v in conf.options.items()})
         if conf.format in _KEEPS_CORRUPT:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
         return reader
-
-
-def _ddl_schema(ddl: str) -> StructType:
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromDDL(ddl)
-    assert isinstance(schema, StructType)
-    return schema
 
 
 class _ReadBefore:
