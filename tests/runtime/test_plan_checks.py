@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from engine.errors import EXIT_CONFIG
-from tests.helpers import run_cli, write_jsonl
+from engine.errors import EXIT_CONFIG, ConfigError
+from tests.helpers import run_cli, run_dict, write_jsonl
 
 FLIGHTS = [
     {"id": 1, "carrier": "AA", "arr_delay": 75, "sched": "2026-11-01 10:00"},
@@ -163,4 +163,33 @@ def test_a_non_boolean_fork_over_an_inferred_schema_is_caught_when_planning(spar
     assert code == EXIT_CONFIG, said[-3000:]
     assert "branch `late`: `arr_delay >> 60` is of type bigint, not boolean" in summary["message"]
     assert "key `job.forks.late`" in summary["message"]
+    assert list(lake.iterdir()) == []
+
+
+def test_a_dag_that_runs_after_another_is_checked_over_its_declared_schema_before_any_write(
+    spark: Any, lake: Path
+) -> None:
+    """A DAG with ``after`` is planned only when it starts (its input may not exist yet); with a
+    declared schema its chain is still checked up front, so the upstream writes nothing either."""
+    src = write_jsonl(lake.parent / "in" / "flights.json", FLIGHTS)  # type: ignore[arg-type]
+    schema = "id BIGINT, carrier STRING, arr_delay INT, sched STRING"
+    upstream = lake.parent / "staged"
+    job = {
+        "dags": {
+            "stage": {
+                "sources": {"s": {"type": "files", "format": "json", "path": str(src), "schema": schema}},
+                "sinks": {"out": {"type": "parquet", "path": str(upstream), "mode": "overwrite"}},
+            },
+            "report": {
+                "after": ["stage"],
+                "sources": {"s": {"type": "files", "format": "parquet", "path": str(upstream), "schema": schema}},
+                "forks": {"late": "arr_delay >> 60"},
+                "sinks": {"late": {"type": "delta", "from": "late", "path": "late"}},
+            },
+        }
+    }
+    with pytest.raises(ConfigError, match="branch `late`: `arr_delay >> 60` is of type int") as info:
+        run_dict(spark, job, lake)
+    assert info.value.key == "job.dags.report.forks.late"
+    assert not upstream.exists()
     assert list(lake.iterdir()) == []
