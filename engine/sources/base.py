@@ -76,16 +76,14 @@ class Source(ABC):
         from pyspark.errors import PySparkException
         from pyspark.sql.types import StructType
 
+        refused = f"source `{self.name}`: the schema {self.schema_ddl!r} is not a Spark DDL list of columns"
         try:
             schema = StructType.fromDDL(self.schema_ddl)
         except (PySparkException, Py4JJavaError) as exc:
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(
-                f"source `{self.name}`: the schema {self.schema_ddl!r} is not a Spark DDL list of columns "
-                f"(`name TYPE, ...`): {why}",
-                key=f"{self.key}.schema",
-            ) from exc
-        assert isinstance(schema, StructType)
+            raise ConfigError(f"{refused} (`name TYPE, ...`): {why}", key=f"{self.key}.schema") from exc
+        if not isinstance(schema, StructType):  # Spark reads a lone type (`int`) as that type
+            raise ConfigError(f"{refused}: it is one type, {schema.simpleString()}", key=f"{self.key}.schema")
         return schema
 
     @property

@@ -30,6 +30,7 @@ def files_source(lake: Path, schema: str, fmt: str = "json") -> FilesSource:
         pytest.param("id BIGINTT, v STRING", 'Unsupported data type "BIGINTT"', id="unknown-type"),
         pytest.param("id INT,, v STRING", "[PARSE_SYNTAX_ERROR]", id="double-comma"),
         pytest.param("id DECIMAL(12,2", "[PARSE_SYNTAX_ERROR]", id="unclosed-type"),
+        pytest.param("bigint", "it is one type, bigint", id="a-type-not-columns"),
     ],
 )
 def test_a_schema_that_does_not_parse_names_the_key(spark: Any, lake: Path, ddl: str, needle: str) -> None:
