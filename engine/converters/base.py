@@ -11,7 +11,7 @@ from engine.converters.conf import ConverterConf
 from engine.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 class Converter(ABC):
@@ -19,7 +19,7 @@ class Converter(ABC):
 
     ``apply()`` is the template method: a step whose SQL does not parse or names a missing column
     becomes a :class:`ConfigError` naming the step's key, raised while the plan is built, before
-    any data is read or written.
+    any data is read or written. It first runs :meth:`check` (once per step).
     """
 
     Conf: ClassVar[type[ConverterConf]]
@@ -28,8 +28,18 @@ class Converter(ABC):
         self.conf = conf
         self.step = step
         self.key = key
+        self._checked = False
+
+    def check(self, spark: SparkSession) -> None:
+        """Raise :class:`ConfigError` for a mistake that needs no schema to see and that Spark's
+        analysis lets through (a regex that does not compile, a datetime pattern Spark refuses).
+        Runs no Spark job; also called when the schema is not known (``mode=validate`` over an
+        inferred schema)."""
 
     def apply(self, frame: DataFrame) -> DataFrame:
+        if not self._checked:  # the plan checks; the groups' chains need not again
+            self.check(frame.sparkSession)
+            self._checked = True
         try:
             return self._apply(frame)
         except AnalysisException as exc:

@@ -9,10 +9,11 @@ from pyspark.sql import functions as F
 
 from engine.converters import conf
 from engine.converters.base import Converter
+from engine.converters.checks import boolean, check_datetime_pattern, compile_regex
 from engine.converters.frame import DROPPED, ERRORS, data_columns, is_rejected, reject
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 def _col(name: str) -> Column:
@@ -87,13 +88,17 @@ class CheckConverter(Converter):
     conf: conf.CheckConf
 
     def _apply(self, frame: DataFrame) -> DataFrame:
-        holds = F.coalesce(F.expr(self.conf.expr).cast("boolean"), F.lit(False))
+        condition = boolean(frame, self.conf.expr, key=f"{self.key}.expr", what=f"converter `{self.step}`")
+        holds = F.coalesce(condition, F.lit(False))
         return reject(frame, ~holds, step=self.step, reason=self.conf.reason or f"check failed: {self.conf.expr}")
 
 
 class RegexConverter(Converter):
     Conf = conf.RegexConf
     conf: conf.RegexConf
+
+    def check(self, spark: SparkSession) -> None:
+        compile_regex(spark, self.conf.pattern, key=f"{self.key}.pattern", what=f"converter `{self.step}`")
 
     def _apply(self, frame: DataFrame) -> DataFrame:
         c = self.conf
@@ -105,6 +110,10 @@ class RegexConverter(Converter):
 class ParseTimestampConverter(Converter):
     Conf = conf.ParseTimestampConf
     conf: conf.ParseTimestampConf
+
+    def check(self, spark: SparkSession) -> None:
+        if self.conf.format:
+            check_datetime_pattern(spark, self.conf.format, key=f"{self.key}.format", what=f"converter `{self.step}`")
 
     def _apply(self, frame: DataFrame) -> DataFrame:
         c = self.conf

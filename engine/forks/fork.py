@@ -14,6 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from engine.converters.base import first_line
+from engine.converters.checks import boolean
 from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, is_rejected
 from engine.errors import ConfigError
 from engine.sinks.error_table import RECORD_ID, record_id, with_record_ids
@@ -49,12 +50,12 @@ class Fork:
         valid = ~is_rejected() & ~F.col(DROPPED)
         preds = {"valid": valid, "error": is_rejected()}
         for name, sql in self.branches.items():
-            try:
-                pred = F.expr(sql)
-                _ = frame.select(pred.cast("boolean")).schema  # analyse now, not mid-write
+            key = f"{self.key}.forks.{name}"
+            try:  # analyse now, not mid-write; a non-boolean one is not cast
+                pred = boolean(frame, sql, key=key, what=f"branch `{name}`")
             except AnalysisException as exc:
-                raise ConfigError(f"branch `{name}`: {first_line(exc)}", key=f"{self.key}.forks.{name}") from exc
-            preds[name] = valid & F.coalesce(pred.cast("boolean"), F.lit(False))
+                raise ConfigError(f"branch `{name}`: {first_line(exc)}", key=key) from exc
+            preds[name] = valid & F.coalesce(pred, F.lit(False))
         return preds
 
     def count(self, frame: DataFrame, preds: dict[str, Column]) -> BranchCounts:

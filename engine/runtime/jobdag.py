@@ -192,10 +192,13 @@ class JobDag:
     ) -> DagPlan | None:
         """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
-        job to infer is skipped and SQL only parsed (as it is when ``inputs_may_not_exist``: an
-        upstream DAG creates them)."""
+        job to infer is skipped and only what needs no schema is checked (as it is when
+        ``inputs_may_not_exist``, an upstream DAG creates them, unless the schema is declared)."""
         if validate_only and inputs_may_not_exist:
-            self._parse_only(spark)
+            if self.source.declared_schema() is None:
+                self._parse_only(spark)
+            else:
+                self._check_chain(spark, self.source.schema(spark, None))
             return None
         self.source.check(spark)
         if validate_only and self._needs_inference():
@@ -209,12 +212,18 @@ class JobDag:
         if schema is None:
             self._parse_only(spark)
             return DagPlan(units=units, schema=None)
+        return DagPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
+
+    def _check_chain(self, spark: SparkSession, schema: StructType | None) -> dict[str, Column]:
+        """Build the chain, the forks and each sink's branch over an empty frame of ``schema``:
+        Spark analyses eagerly, so every mistake the records' types reveal raises here."""
+        assert schema is not None
         probe = spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))
         frame = self._chain(probe)
         preds = self.fork.predicates(frame)
         for sink in self.sinks:
             sink.check(self.fork.branch(frame, sink.conf.from_, preds[sink.conf.from_], self.ctx))
-        return DagPlan(units=units, schema=schema, predicates=preds)
+        return preds
 
     def _chain(self, read: DataFrame) -> DataFrame:
         frame = to_frame(read, corrupt_column=CORRUPT_RECORD, reason_column=CORRUPT_REASON)
@@ -448,9 +457,12 @@ class JobDag:
         return isinstance(conf, FilesSourceConf) and conf.schema_ is None and conf.format in ("json", "csv")
 
     def _parse_only(self, spark: SparkSession) -> None:
-        for step in self.spec.steps:
+        """What can be checked without the records' schema: the SQL parses, and each step's own
+        :meth:`~engine.converters.base.Converter.check` (regexes, datetime patterns)."""
+        for step, converter in zip(self.spec.steps, self.steps, strict=True):
             for sql in step.conf.sql_expressions():  # type: ignore[attr-defined]
                 check_parses(spark, sql, key=step.key)
+            converter.check(spark)
         for name, sql in self.spec.branches.items():
             check_parses(spark, sql, key=f"{self.spec.key}.forks.{name}")
 

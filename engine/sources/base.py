@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
+from engine.errors import ConfigError
 from engine.sources.conf import SourceConf
 from engine.sources.workunits import Budget, WorkUnit
 from engine.state.store import LIVE, DatasetState, FileKey, PinnedSchema, backfill_scope
@@ -70,6 +71,26 @@ class Source(ABC):
         self.name = name
         self.key = key
         self.schema_ddl = schema_ddl
+
+    def declared_schema(self) -> StructType | None:
+        """The schema the config declares (``schema_ddl``), parsed by Spark on the driver (no job);
+        ``None`` when it is inferred. A :class:`ConfigError` naming ``<source>.schema`` when
+        Spark's parser refuses it."""
+        if self.schema_ddl is None:
+            return None
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
+        from pyspark.sql.types import StructType
+
+        refused = f"source `{self.name}`: the schema {self.schema_ddl!r} is not a Spark DDL list of columns"
+        try:
+            schema = StructType.fromDDL(self.schema_ddl)
+        except (PySparkException, Py4JJavaError) as exc:
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"{refused} (`name TYPE, ...`): {why}", key=f"{self.key}.schema") from exc
+        if not isinstance(schema, StructType):  # Spark reads a lone type (`int`) as that type
+            raise ConfigError(f"{refused}: it is one type, {schema.simpleString()}", key=f"{self.key}.schema")
+        return schema
 
     @property
     def scope(self) -> str:

@@ -255,8 +255,9 @@ class FilesSource(Source):
     ) -> StructType | None:
         """The declared schema; else, for JSON and CSV, the one inferred from the first files read
         and pinned (``ctx``) so every later run reads with the same types; else inferred now."""
-        if self.schema_ddl is not None:
-            return _ddl_schema(self._with_corrupt(self.schema_ddl))
+        declared = self.declared_schema()
+        if declared is not None:
+            return declared.add(CORRUPT_RECORD, "string") if self.conf.format in _KEEPS_CORRUPT else declared
         if ctx is None or self.conf.format not in _KEEPS_CORRUPT:
             return self._infer(spark, units)
         fingerprint = self._fingerprint()

@@ -135,6 +135,24 @@ def test_malformed_and_mistyped_records_are_rejected_by_the_read_step(spark: Any
             id="bad-type",
         ),
         pytest.param({"type": "rename", "columns": {"zz": "y"}}, "job.converters[0]", "zz", id="rename-missing"),
+        pytest.param(
+            {"type": "check", "expr": "n"},
+            "job.converters[0].expr",
+            "`n` is of type int, not boolean",
+            id="check-not-boolean",
+        ),
+        pytest.param(
+            {"type": "regex", "column": "n", "pattern": "[0-"},
+            "job.converters[0].pattern",
+            "does not compile: Illegal character range",
+            id="regex-does-not-compile",
+        ),
+        pytest.param(
+            {"type": "parse_timestamp", "column": "n", "format": "yyyy-MM-dd QQQQQQ"},
+            "job.converters[0].format",
+            "Spark refuses the datetime pattern",
+            id="timestamp-format",
+        ),
     ],
 )
 def test_bad_sql_is_a_config_error_before_anything_is_written(

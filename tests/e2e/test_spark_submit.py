@@ -114,6 +114,11 @@ def test_yaml_job_and_validate_mode(tmp_path: Path) -> None:
         pytest.param("job.sinks.lake.type=delat", "did you mean `delta`?", id="unknown-plugin"),
         pytest.param("job.sinks.lake.from=vaild", "which no fork defines", id="from-no-branch"),
         pytest.param("job.sinks.lak.path=x", "lak", id="unknown-override-key"),
+        pytest.param(
+            "job.forks.big_orders=amount",
+            "branch `big_orders`: `amount` is of type decimal(12,2), not boolean",
+            id="fork-not-boolean",
+        ),
     ],
 )
 def test_config_errors_exit_2_with_one_message_and_nothing_written(tmp_path: Path, override: str, needle: str) -> None:
@@ -125,6 +130,39 @@ def test_config_errors_exit_2_with_one_message_and_nothing_written(tmp_path: Pat
     assert needle in output
     assert "Traceback" not in output
     assert summary(proc)["status"] == "CONFIG_ERROR"
+    assert not wh.exists() or list(wh.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "said"),
+    [
+        pytest.param(
+            ["mode=validate", "job.sources.orders.schema='order_id BIGINTT, v'"],
+            "job.sources.orders.schema",
+            "is not a Spark DDL list of columns (`name TYPE, ...`): [PARSE_SYNTAX_ERROR]",
+            id="validate-ddl",
+        ),
+        pytest.param(
+            ["job.converters.4.pattern='[a-z'"],
+            "job.converters[4].pattern",
+            "the regular expression '[a-z' does not compile",
+            id="run-regex",
+        ),
+    ],
+)
+def test_what_would_only_fail_on_the_executors_is_exit_2_naming_the_key(
+    tmp_path: Path, args: list[str], key: str, said: str
+) -> None:
+    """A schema Spark's parser refuses and a regex that does not compile were job failures (exit 1,
+    no key); both are config errors naming the key and the file, before anything is written."""
+    wh = tmp_path / "wh"
+    proc = submit("job=demo/orders", f"warehouse={wh}", *args)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-3000:]
+    message = str(summary(proc)["message"])
+    assert said in message
+    assert f"key `{key}`" in message and "jobs/demo/orders.conf" in message
+    assert "Traceback" not in output
     assert not wh.exists() or list(wh.iterdir()) == []
 
 

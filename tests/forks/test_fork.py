@@ -102,3 +102,19 @@ def test_a_branch_predicate_that_does_not_analyse_is_a_config_error(spark: Any, 
         run_dict(spark, job, lake)
     assert info.value.key == "job.forks.big"
     assert list(lake.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "found"),
+    [pytest.param("id INT, amount INT", "int", id="declared-schema"), pytest.param(None, "bigint", id="inferred")],
+)
+def test_a_branch_predicate_that_is_not_boolean_is_a_config_error(
+    spark: Any, lake: Path, schema: str | None, found: str
+) -> None:
+    """``amount >> 6`` (a shift, meant as ``>``) was cast to boolean: every non-zero row took the branch."""
+    src = write_jsonl(lake.parent / "in" / "rows.json", ROWS)
+    job = json_job(src, [], forks={"big": "amount >> 6"}, source={"schema": schema} if schema else {})
+    with pytest.raises(ConfigError, match=f"branch `big`: `amount >> 6` is of type {found}, not boolean") as info:
+        run_dict(spark, job, lake)
+    assert info.value.key == "job.forks.big"
+    assert list(lake.iterdir()) == []
