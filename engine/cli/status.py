@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.errors import ConfigError
+from engine.runtime.lost_state import lost_scopes
 from engine.state import watermarks
-from engine.state.checkpoints import CheckpointRequest, change_checkpoint
+from engine.state.checkpoints import CheckpointRequest, change_checkpoint, dag_of, start_over
+from engine.state.errors import START_OVER
 from engine.state.store import MetadataStore
 
 
@@ -91,6 +94,8 @@ def status_report(
 def checkpoint(
     store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
 ) -> dict[str, Any]:
+    if req.action == START_OVER:
+        return _start_over(store, job, dags, req, run_id=run_id)
     change = change_checkpoint(store, job, dags, req, run_id=run_id)
     if change is None:
         return status_report(store, job)
@@ -102,6 +107,31 @@ def checkpoint(
         "dataset": change.dataset,
         "old": json.loads(change.old)["value"] if change.old else None,
         "new": json.loads(change.new)["value"] if change.new else None,
+    }
+
+
+def _start_over(
+    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+) -> dict[str, Any]:
+    """Acknowledge a DAG's lost state; refused when its state is not lost (``reset`` is for that)."""
+    dag = dag_of(dags, req)
+    lost = lost_scopes(store, job, dag)
+    if not lost:
+        raise ConfigError(
+            f"the state of DAG `{dag}` is not lost, so there is nothing to start over; to read a dataset again, "
+            "use checkpoint.action=reset checkpoint.dataset=<urn>",
+            key="checkpoint.action",
+        )
+    change = start_over(store, job, dag, {x.scope: x.datasets for x in lost}, reason=req.reason, run_id=run_id)
+    for x in lost:
+        print(f"{START_OVER} {dag} ({x.scope}): {len(x.datasets)} dataset(s) will be read from their beginning")
+    return {
+        "job": job,
+        "status": "CHANGED",
+        "action": START_OVER,
+        "dag": dag,
+        "scopes": {x.scope: x.datasets for x in lost},
+        "reason": change.reason,
     }
 
 

@@ -84,6 +84,9 @@ class DeltaMetadataStore(MetadataStore):
         self.log.ensure({EPOCH_PROPERTY: uuid.uuid4().hex[:12]})
         return self
 
+    def location(self, table: str) -> str:
+        return str(getattr(self, _TABLES[table]).path)
+
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
         """Read-only: a missing table is an empty state (planning a job that then fails its
         checks leaves nothing behind)."""
@@ -170,6 +173,16 @@ class DeltaMetadataStore(MetadataStore):
         if not _readable(self.log):
             return []
         return sorted((LogRow(**r) for r in self.log.rows(job=job)), key=lambda r: (r.at, r.batch))
+
+
+_TABLES = {
+    "state": "state",
+    "job_status": "jobs",
+    "flow_status": "flows",
+    "checkpoint_changes": "changelog",
+    "commit_log": "log",
+    "files_read": "files",
+}
 
 
 def _readable(table: MetaTable) -> bool:

@@ -217,6 +217,10 @@ class MetadataStore(ABC):
         """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
         it: batch numbers restart with a new log, and must not collide with an old log's."""
 
+    def location(self, table: str) -> str:
+        """Where metadata table ``table`` (``state``, ``commit_log``, ...) lives, for messages."""
+        return f"_engine/{table}"
+
 
 class InMemoryMetadataStore(MetadataStore):
     """For fast tests: the same contract, no Spark."""
