@@ -76,12 +76,16 @@ class DeltaMetadataStore(MetadataStore):
         )
         self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
         self.files = meta_table(spark, f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
-        prefetch([self.log, self.state, self.jobs, self.flows, self.changelog])
+        prefetch([self.log, self.state, self.jobs, self.flows, self.changelog, self.files])
 
     def ensure(self) -> DeltaMetadataStore:
+        """Create the tables a run needs; the file log (created by the first batch that logs files)
+        is only opened, so a damaged one is refused now rather than in the middle of a publish."""
         for table in (self.state, self.jobs, self.flows, self.changelog):
             table.ensure()
         self.log.ensure({EPOCH_PROPERTY: uuid.uuid4().hex[:12]})
+        if self.files.exists():
+            self.files.check()
         return self
 
     def location(self, table: str) -> str:
