@@ -159,6 +159,7 @@ class MetadataManager:
                     f"(attempt {len(failures) + 1} of {max_attempts}; the next run retries): {message}",
                 )
             self._append(self._row(dag.name, batch.scope, batch.number, DONE, message="recovered"))
+            self._states.pop((dag.name, batch.scope), None)  # read before the replay set its watermarks
             self.recovered.setdefault(dag.name, []).append(batch.number)
             log.info("dag %s: batch %d recovered and published", dag.name, batch.number)
         return None

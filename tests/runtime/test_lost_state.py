@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,26 @@ def test_start_over_gives_every_lost_scope_state_again() -> None:
         (backfill, DS, None, "start_over"),
     }
     assert (change.action, change.reason, store.changelog) == ("start_over", "ok", [change])
+
+
+def test_the_state_read_for_the_check_is_read_again_once_recovery_sets_watermarks(spark: Any) -> None:
+    """The check reads a DAG's state before recovery; planning must see what recovery published,
+    or it would read the recovered batch's range again."""
+    from types import SimpleNamespace
+
+    from engine.runtime.metadata import MetadataManager
+    from engine.sources.workunits import Budget
+
+    store = InMemoryMetadataStore()
+    store.save_state([DatasetState(JOB, DAG, LIVE, DS, LongWatermark(3), "r0", utcnow())])
+    store.append_log(batch(1)[:1])  # its sequence stored, never done: the next run replays it
+    limits = SimpleNamespace(budget=Budget, per_dataset=SimpleNamespace(budget=Budget))
+    dag: Any = SimpleNamespace(
+        name=DAG, scope=LIVE, limits=limits, spec=SimpleNamespace(publish=SimpleNamespace(max_attempts=3))
+    )
+    manager = MetadataManager(store, spark=spark, job=JOB, run_id="r2")
+
+    manager.check_state([dag])
+    assert manager.recover(dag) is None
+
+    assert manager.context(dag).state[DS].watermark == LongWatermark(7)
