@@ -6,7 +6,9 @@ its beginning and publish it a second time. The evidence, read only when the sta
 first run, or lost state; the normal path pays nothing):
 
 - the commit log: a finished batch of the DAG whose commit sequence set watermarks;
-- the file log: files the DAG's datasets read;
+- the file log: files read by batches the commit log does not know (a batch it knows either set
+  watermarks, which the commit log shows, or is unfinished or abandoned: its files may be logged
+  while its watermarks are not set, and recovery or the next run deals with it);
 - the job status: a recent run that ended with a dataset at a watermark.
 
 Acknowledging it on purpose (``mode=checkpoint checkpoint.action=start_over``) writes a ``reset``
@@ -52,18 +54,22 @@ def lost_state(
         return None
     evidence: list[str] = []
     datasets: set[str] = set()
-    batches = committed_watermarks(DagLog(dag, log), scope)
+    dag_log = DagLog(dag, log)
+    batches = committed_watermarks(dag_log, scope)
     if batches:
         datasets.update(d for found in batches.values() for d in found)
         evidence.append(
             f"the commit log {store.location('commit_log')} shows {len(batches)} published batch(es) that set "
             f"watermarks (the last: batch {max(batches)})"
         )
-    files = store.files_read(job, dag, scope)
-    if files:
-        datasets.update(files)
-        count = sum(len(keys) for keys in files.values())
-        evidence.append(f"the file log {store.location('files_read')} lists {count} file(s) read")
+    known = {b.number for b in dag_log.batches if b.scope == scope}
+    unknown = {b: n for b, n in store.file_batches(job, dag, scope).items() if b not in known}
+    if unknown:
+        datasets.update(store.files_read(job, dag, scope))
+        evidence.append(
+            f"the file log {store.location('files_read')} lists {sum(unknown.values())} file(s) read by "
+            f"{len(unknown)} batch(es) the commit log does not know"
+        )
     runs = [r for r in store.job_status(job, runs=RECENT_RUNS) if (r.dag, r.scope) == (dag, scope) and r.high]
     if runs:
         datasets.update(r.dataset for r in runs)

@@ -11,6 +11,7 @@ by :meth:`DeltaMetadataStore.ensure` before any concurrency (a concurrent creati
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -167,6 +168,12 @@ class DeltaMetadataStore(MetadataStore):
             return False
         (found,) = self.files.columns(["batch"], job=job, dag=dag, scope=scope, batch=batch)
         return bool(found)
+
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        if not _readable(self.files):
+            return {}
+        (batches,) = self.files.columns(["batch"], job=job, dag=dag, scope=scope)
+        return dict(Counter(batches))
 
     def log_epoch(self) -> str:
         """Read from the commit log's properties (whichever job created it drew it)."""

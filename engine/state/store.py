@@ -213,6 +213,10 @@ class MetadataStore(ABC):
         """Whether batch ``batch`` of ``(job, dag, scope)`` has logged its files."""
 
     @abstractmethod
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        """How many files each batch of ``(job, dag, scope)`` logged, by batch number."""
+
+    @abstractmethod
     def log_epoch(self) -> str:
         """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
         it: batch numbers restart with a new log, and must not collide with an old log's."""
@@ -291,6 +295,13 @@ class InMemoryMetadataStore(MetadataStore):
 
     def files_logged(self, job: str, dag: str, scope: str, batch: int) -> bool:
         return any((f.job, f.dag, f.scope, f.batch) == (job, dag, scope, batch) for f in self.files)
+
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for f in self.files:
+            if (f.job, f.dag, f.scope) == (job, dag, scope):
+                out[f.batch] = out.get(f.batch, 0) + 1
+        return out
 
     def log_epoch(self) -> str:
         return self.epoch

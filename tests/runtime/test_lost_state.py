@@ -55,7 +55,7 @@ def job_status(store: InMemoryMetadataStore, scope: str = LIVE) -> None:
         pytest.param(
             lambda s: s.append_log(batch(1)), "commit log _engine/commit_log shows 1 published", id="commit-log"
         ),
-        pytest.param(file_log, "file log _engine/files_read lists 1 file(s)", id="file-log"),
+        pytest.param(file_log, "file log _engine/files_read lists 1 file(s) read by 1 batch(es)", id="file-log"),
         pytest.param(job_status, "run r1 left dataset urn:a at watermark 7", id="job-status"),
     ],
 )
@@ -74,6 +74,10 @@ def test_each_kind_of_evidence_alone_shows_lost_state(evidence, says: str) -> No
     [
         pytest.param(lambda s: None, id="first-run"),
         pytest.param(lambda s: s.append_log(batch(1, closing=ABANDONED)), id="abandoned-batch"),
+        pytest.param(lambda s: (s.append_log(batch(1)[:1]), file_log(s)), id="files-of-an-unfinished-batch"),
+        pytest.param(
+            lambda s: (s.append_log(batch(1, closing=ABANDONED)), file_log(s)), id="files-of-an-abandoned-batch"
+        ),
         pytest.param(lambda s: s.append_log(batch(1, scope=backfill_scope("1", "2"))), id="other-scope"),
         pytest.param(
             lambda s: (s.append_log(batch(1)), s.save_state([DatasetState(JOB, DAG, LIVE, DS, None, "c", utcnow())])),
