@@ -73,6 +73,13 @@ def status_report(
         [[c.changed_at, c.user, c.action, c.dataset, _shown(c.old), _shown(c.new), c.reason] for c in changes],
     )
     batches = show_pending(store, job, max_attempts or {})
+    lost = [x for dag in sorted(max_attempts or {}) for x in lost_scopes(store, job, dag)]
+    if lost:
+        table(
+            f"lost state: runs are refused until it is restored or `checkpoint.action={START_OVER}` acknowledges it",
+            ["dag", "scope", "datasets", "evidence"],
+            [[x.dag, x.scope, len(x.datasets), "; ".join(x.evidence)] for x in lost],
+        )
     return {
         "job": job,
         "status": "OK",
@@ -88,6 +95,7 @@ def status_report(
             for s in states
         ],
         "changes": len(changes),
+        "lost_state": [{"dag": x.dag, "scope": x.scope, "datasets": x.datasets} for x in lost],
     }
 
 

@@ -52,12 +52,16 @@ def test_a_deleted_state_table_refuses_the_run_before_anything_is_read_or_writte
     assert (code, refused["status"]) == (2, "CONFIG_ERROR"), said
     message = refused["message"]
     assert f"the state table {lake}/_engine/state is missing" in message
-    assert "the commit log" in message and "the file log" in message and "the job status" in message
+    assert "the commit log" in message and "the job status" in message  # the file log: batches it knows
     assert "RESTORE TABLE" in message
     assert "mode=checkpoint checkpoint.action=start_over checkpoint.dag=lost" in message
     assert versions(lake) == before  # nothing written: no sink commit, no metadata row, no state table
     assert not (lake / "_engine" / "state").exists()
     assert delta_ids(lake / "raw") == [0, 1, 2]
+    code, status, said = run_cli(jobs, "job=t/lost", f"warehouse={lake}", "mode=status")
+    assert code == 0, said
+    assert status["lost_state"] == [{"dag": "lost", "scope": LIVE, "datasets": [f"files:{tmp_path}/land/*.json"]}]
+    assert "== lost state: runs are refused" in said
 
 
 def test_start_over_acknowledges_lost_state_and_the_next_run_reads_everything_once_more(
