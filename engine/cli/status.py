@@ -8,8 +8,11 @@ import logging
 from typing import Any
 
 from engine.cli import replay
+from engine.errors import ConfigError
+from engine.runtime.lost_state import lost_scopes
 from engine.state import watermarks
-from engine.state.checkpoints import CheckpointRequest, change_checkpoint, rereads
+from engine.state.checkpoints import CheckpointRequest, change_checkpoint, dag_of, rereads, start_over
+from engine.state.errors import START_OVER
 from engine.state.store import CheckpointChange, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,13 @@ def status_report(
         [[c.changed_at, c.user, c.action, c.dataset, _shown(c.old), _shown(c.new), c.reason] for c in changes],
     )
     batches = show_pending(store, job, max_attempts or {})
+    lost = [x for dag in sorted(max_attempts or {}) for x in lost_scopes(store, job, dag)]
+    if lost:
+        table(
+            f"lost state: runs are refused until it is restored or `checkpoint.action={START_OVER}` acknowledges it",
+            ["dag", "scope", "datasets", "evidence"],
+            [[x.dag, x.scope, len(x.datasets), "; ".join(x.evidence)] for x in lost],
+        )
     return {
         "job": job,
         "status": "OK",
@@ -89,15 +99,20 @@ def status_report(
             for s in states
         ],
         "changes": len(changes),
+        "lost_state": [{"dag": x.dag, "scope": x.scope, "datasets": x.datasets} for x in lost],
     }
 
 
 def checkpoint(
     store: MetadataStore, job: str, dags: list[Any], req: CheckpointRequest, *, run_id: str
 ) -> dict[str, Any]:
-    """Apply ``req`` to one dataset of ``dags`` (the job's compiled DAG specs); a change that makes
-    the next run read a range again says what each sink of the DAG will do with it."""
-    change = change_checkpoint(store, job, [d.name for d in dags], req, run_id=run_id)
+    """Apply ``req`` to one dataset of ``dags`` (the job's compiled DAG specs), or acknowledge a
+    DAG's lost state; a change that makes the next run read a range again says what each sink of
+    the DAG will do with it."""
+    names = [d.name for d in dags]
+    if req.action == START_OVER:
+        return _start_over(store, job, names, req, run_id=run_id)
+    change = change_checkpoint(store, job, names, req, run_id=run_id)
     if change is None:
         return status_report(store, job)
     print(f"{change.action} {change.dataset}: {_shown(change.old)} -> {_shown(change.new)} ({change.reason})")
@@ -127,6 +142,31 @@ def _warn_replay(change: CheckpointChange, replays: list[replay.SinkReplay]) -> 
     if advice:
         print(f"\nwarning: {advice}")
         log.warning("checkpoint %s of %s: %s", change.action, change.dataset, advice)
+
+
+def _start_over(
+    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+) -> dict[str, Any]:
+    """Acknowledge a DAG's lost state; refused when its state is not lost (``reset`` is for that)."""
+    dag = dag_of(dags, req)
+    lost = lost_scopes(store, job, dag)
+    if not lost:
+        raise ConfigError(
+            f"the state of DAG `{dag}` is not lost, so there is nothing to start over; to read a dataset again, "
+            "use checkpoint.action=reset checkpoint.dataset=<urn>",
+            key="checkpoint.action",
+        )
+    change = start_over(store, job, dag, {x.scope: x.datasets for x in lost}, reason=req.reason, run_id=run_id)
+    for x in lost:
+        print(f"{START_OVER} {dag} ({x.scope}): {len(x.datasets)} dataset(s) will be read from their beginning")
+    return {
+        "job": job,
+        "status": "CHANGED",
+        "action": START_OVER,
+        "dag": dag,
+        "scopes": {x.scope: x.datasets for x in lost},
+        "reason": change.reason,
+    }
 
 
 def _shown(stored: str | None) -> str:

@@ -144,7 +144,9 @@ class JobManager:
             guard=self.guard,
         )
         planned = []
-        for dag in self._dags(spec, run_id):
+        dags = self._dags(spec, run_id)
+        manager.check_state(dags)  # before any recovery writes
+        for dag in dags:
             stuck = manager.recover(dag)
             if stuck is not None:
                 log.error("dag %s: %s", dag.name, stuck.message)

@@ -32,9 +32,11 @@ from engine.commit.log import ABANDONED, ATTEMPT, DONE, PLAN, Batch, DagLog
 from engine.commit.sequence import CommitSequence
 from engine.commit.steps import DeleteStaging, LogFiles, SetWatermarks, StepContext
 from engine.converters.base import first_line
+from engine.runtime.lost_state import lost_state
 from engine.sources.base import PlanContext
 from engine.sources.workunits import Budget, Size, WorkUnit
 from engine.state import watermarks
+from engine.state.errors import StateLostError
 from engine.state.store import (
     DatasetState,
     DatasetStatus,
@@ -112,6 +114,23 @@ class MetadataManager:
     def _context(self, *, fresh: bool) -> StepContext:
         return StepContext(self.spark, self.store, HadoopFs(self.spark), fresh=fresh)
 
+    def check_state(self, dags: list[AnyDag]) -> None:
+        """Refuse the run, before anything is written, if a DAG's state was lost (its table deleted
+        or emptied while the commit log, the file log or the job status show committed batches).
+        The state is read for planning anyway; only an empty one costs a look at the evidence."""
+        for dag in dags:
+            lost = lost_state(
+                self.store, self._log, job=self.job, dag=dag.name, scope=dag.scope, state=self._state(dag)
+            )
+            if lost is not None:
+                raise StateLostError(
+                    job=self.job,
+                    dag=dag.name,
+                    scope=dag.scope,
+                    table=self.store.location("state"),
+                    evidence=lost.evidence,
+                )
+
     def recover(self, dag: AnyDag) -> Blocked | None:
         """Replay ``dag``'s unfinished sequences, oldest first; ``None`` when none is left."""
         max_attempts = dag.spec.publish.max_attempts
@@ -141,6 +160,7 @@ class MetadataManager:
                     f"(attempt {len(failures) + 1} of {max_attempts}; the next run retries): {message}",
                 )
             self._append(self._row(dag.name, batch.scope, batch.number, DONE, message="recovered"))
+            self._states.pop((dag.name, batch.scope), None)  # read before the replay set its watermarks
             self.recovered.setdefault(dag.name, []).append(batch.number)
             log.info("dag %s: batch %d recovered and published", dag.name, batch.number)
         return None

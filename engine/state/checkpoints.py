@@ -1,4 +1,5 @@
-"""Operating the checkpoints: show, set, reset or rewind a dataset's live watermark.
+"""Operating the checkpoints: show, set, reset or rewind a dataset's live watermark, or start a
+DAG over whose state was lost (``start_over``, see :mod:`engine.runtime.lost_state`).
 
 Every change is a new state row (the newest wins, so history is kept) plus a row in the
 checkpoint changes table: who, when, the old and new value, and why. A reason is required.
@@ -13,10 +14,11 @@ import getpass
 from dataclasses import dataclass
 
 from engine.errors import ConfigError
+from engine.state.errors import START_OVER
 from engine.state.store import LIVE, CheckpointChange, DatasetState, MetadataStore, utcnow
 from engine.state.watermarks import KINDS, Watermark, parse, parse_cli
 
-ACTIONS = ("show", "set", "reset", "rewind")
+ACTIONS = ("show", "set", "reset", "rewind", START_OVER)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ def change_checkpoint(
         )
     if req.action == "show":
         return None
+    if req.action == START_OVER:
+        raise ConfigError(f"`{START_OVER}` changes a whole DAG: see start_over()", key="checkpoint.action")
     if not req.dataset:
         raise ConfigError("name the dataset URN to change (see mode=status)", key="checkpoint.dataset")
     if not req.reason or not req.reason.strip():
@@ -71,6 +75,36 @@ def rereads(change: CheckpointChange) -> bool:
     if old is None:
         return False
     return new is None or (new.at_most(old) and not old.at_most(new))
+
+
+def start_over(
+    store: MetadataStore, job: str, dag: str, lost: dict[str, list[str]], *, reason: str | None, run_id: str
+) -> CheckpointChange:
+    """Acknowledge that ``dag``'s state was lost: a ``start_over`` row with no watermark for every
+    dataset of every scope in ``lost`` (scope -> datasets), so the next run reads them from their
+    beginning on purpose, and one change row saying so."""
+    if not reason or not reason.strip():
+        raise ConfigError("say why: every checkpoint change is recorded with its reason", key="checkpoint.reason")
+    now = utcnow()
+    states = [
+        DatasetState(job, dag, scope, d, None, run_id, now, note=START_OVER) for scope, ds in lost.items() for d in ds
+    ]
+    store.save_state(states)
+    every = f"* (all {len(states)} dataset(s) of DAG {dag})"
+    change = CheckpointChange(job, dag, every, START_OVER, None, None, reason.strip(), _user(), now)
+    store.add_change(change)
+    return change
+
+
+def dag_of(job_dags: list[str], req: CheckpointRequest) -> str:
+    """The DAG a whole-DAG action applies to: ``checkpoint.dag``, or the job's only DAG."""
+    if req.dag:
+        if req.dag not in job_dags:
+            raise ConfigError(f"the job has no DAG `{req.dag}`; DAGs: {', '.join(job_dags)}", key="checkpoint.dag")
+        return req.dag
+    if len(job_dags) == 1:
+        return job_dags[0]
+    raise ConfigError(f"say which DAG (checkpoint.dag=...); DAGs: {', '.join(job_dags)}", key="checkpoint.dag")
 
 
 def _new_value(req: CheckpointRequest, old: Watermark | None) -> Watermark | None:

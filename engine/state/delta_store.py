@@ -11,6 +11,7 @@ by :meth:`DeltaMetadataStore.ensure` before any concurrency (a concurrent creati
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -79,13 +80,20 @@ class DeltaMetadataStore(MetadataStore):
         self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
         self.files = meta_table(spark, f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
         self.schemas = meta_table(spark, f"{root}/schemas", SCHEMAS_DDL, version=SCHEMA_VERSION, what="schemas")
-        prefetch([self.log, self.state, self.jobs, self.flows, self.changelog])
+        prefetch([self.log, self.state, self.jobs, self.flows, self.changelog, self.files])
 
     def ensure(self) -> DeltaMetadataStore:
+        """Create the tables a run needs; the file log (created by the first batch that logs files)
+        is only opened, so a damaged one is refused now rather than in the middle of a publish."""
         for table in (self.state, self.jobs, self.flows, self.changelog):
             table.ensure()
         self.log.ensure({EPOCH_PROPERTY: uuid.uuid4().hex[:12]})
+        if self.files.exists():
+            self.files.check()
         return self
+
+    def location(self, table: str) -> str:
+        return str(getattr(self, _TABLES[table]).path)
 
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
         """Read-only: a missing table is an empty state (planning a job that then fails its
@@ -175,6 +183,12 @@ class DeltaMetadataStore(MetadataStore):
         self.schemas.ensure()
         self.schemas.append([asdict(row)])
 
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        if not _readable(self.files):
+            return {}
+        (batches,) = self.files.columns(["batch"], job=job, dag=dag, scope=scope)
+        return dict(Counter(batches))
+
     def log_epoch(self) -> str:
         """Read from the commit log's properties (whichever job created it drew it)."""
         self.log.check()
@@ -184,6 +198,16 @@ class DeltaMetadataStore(MetadataStore):
         if not _readable(self.log):
             return []
         return sorted((LogRow(**r) for r in self.log.rows(job=job)), key=lambda r: (r.at, r.batch))
+
+
+_TABLES = {
+    "state": "state",
+    "job_status": "jobs",
+    "flow_status": "flows",
+    "checkpoint_changes": "changelog",
+    "commit_log": "log",
+    "files_read": "files",
+}
 
 
 def _readable(table: MetaTable) -> bool:

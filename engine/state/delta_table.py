@@ -20,8 +20,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -31,6 +32,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError, EngineError
+from engine.state.damage import find_damage
+from engine.state.errors import MetadataDamagedError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,7 +125,10 @@ class MetaTable:
         return retry_conflicts(create_and_check, what=f"creating the {self.what} table", any_error=True)
 
     def exists(self) -> bool:
-        return self._checked or bool(DeltaTable.isDeltaTable(self.spark, self.path))
+        if self._checked:
+            return True
+        with self.damage_named():  # Spark reads the log to answer
+            return bool(DeltaTable.isDeltaTable(self.spark, self.path))
 
     def check(self) -> MetaTable:
         """Refuse a table written by a newer schema version (a metadata read, no Spark job; once
@@ -137,7 +143,8 @@ class MetaTable:
         return self
 
     def _properties(self) -> dict[str, str]:
-        detail = self.spark.sql(f"DESCRIBE DETAIL {_quoted(self.path)}").first()
+        with self.damage_named():
+            detail = self.spark.sql(f"DESCRIBE DETAIL {_quoted(self.path)}").first()
         assert detail is not None
         self._files = int(detail["numFiles"])
         return dict(detail["properties"] or {})
@@ -151,15 +158,34 @@ class MetaTable:
                 file=self.path,
             )
 
+    @contextmanager
+    def damage_named(self) -> Iterator[None]:
+        """Let an error of the Delta reader through, unless the table's log holds an entry that
+        does not parse: then say which table and which file (the readers' messages name neither)."""
+        try:
+            yield
+        except (EngineError, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a pyo3 panic is not an Exception
+            local = local_path(self.path)
+            found = find_damage(local) if local is not None else None
+            if found is None:
+                raise
+            raise MetadataDamagedError(
+                what=self.what, table=self.path, entry=found.entry, problem=found.problem, newest=found.newest
+            ) from exc
+
     def append(self, rows: Iterable[dict[str, Any]]) -> int:
         """Append ``rows`` (dicts by column name) in one commit."""
         names = self.schema.fieldNames()
         tuples = [tuple(r[n] for n in names) for r in rows]
         if tuples:
             frame = self.spark.createDataFrame(tuples, schema=self.schema).coalesce(1)  # one file per append
-            retry_conflicts(
-                lambda: frame.write.format("delta").mode("append").save(self.path), what=f"appending to {self.what}"
-            )
+            with self.damage_named():
+                retry_conflicts(
+                    lambda: frame.write.format("delta").mode("append").save(self.path),
+                    what=f"appending to {self.what}",
+                )
             if self._files is not None:
                 self._files += 1
                 self._tidy_if_due()
@@ -203,14 +229,16 @@ class MetaTable:
         )
 
     def read(self) -> DataFrame:
-        return self.spark.read.format("delta").load(self.path)
+        with self.damage_named():
+            return self.spark.read.format("delta").load(self.path)
 
     def rows(self, **equals: str | int) -> list[dict[str, Any]]:
         """Every row whose columns equal ``equals`` (the filter is pushed down), as dicts."""
         frame = self.read()
         for column, value in equals.items():
             frame = frame.where(F.col(column) == value)
-        return [r.asDict() for r in frame.collect()]
+        with self.damage_named():
+            return [r.asDict() for r in frame.collect()]
 
     def columns(self, names: list[str], **equals: str | int) -> list[list[Any]]:
         """The values of columns ``names`` (one list each) of the rows whose columns equal
@@ -218,7 +246,8 @@ class MetaTable:
         frame = self.read()
         for column, value in equals.items():
             frame = frame.where(F.col(column) == value)
-        rows = frame.select(*names).collect()
+        with self.damage_named():
+            rows = frame.select(*names).collect()
         return [[r[i] for r in rows] for i in range(len(names))]
 
 
@@ -248,7 +277,8 @@ class LocalMetaTable(MetaTable):
             from deltalake.exceptions import TableNotFoundError
 
             try:
-                self._handle = RustTable(self.local)
+                with self.damage_named():
+                    self._handle = RustTable(self.local)
             except TableNotFoundError:
                 return None
         return self._handle
@@ -306,7 +336,8 @@ class LocalMetaTable(MetaTable):
                     table = self._open()
                     if table is None:  # never create it here: it would lack engine.schema_version
                         raise FileNotFoundError(f"the {self.what} table {self.local} is gone; was it deleted?")
-                    write_deltalake(table, data, mode="append")
+                    with self.damage_named():
+                        write_deltalake(table, data, mode="append")
 
             retry_conflicts(write, what=f"appending to {self.what}")
             with self._lock:
@@ -338,8 +369,9 @@ class LocalMetaTable(MetaTable):
             table = self._open()
             if table is None:
                 return None
-            table.update_incremental()  # the commits since it was opened or last read
-            return table.to_pyarrow_table(columns=names, filters=filters)
+            with self.damage_named():
+                table.update_incremental()  # the commits since it was opened or last read
+                return table.to_pyarrow_table(columns=names, filters=filters)
 
 
 @lru_cache(maxsize=64)

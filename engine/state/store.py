@@ -235,9 +235,17 @@ class MetadataStore(ABC):
         """Keep ``row`` as ``(job, dag)``'s source schema (the newest pin wins)."""
 
     @abstractmethod
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        """How many files each batch of ``(job, dag, scope)`` logged, by batch number."""
+
+    @abstractmethod
     def log_epoch(self) -> str:
         """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
         it: batch numbers restart with a new log, and must not collide with an old log's."""
+
+    def location(self, table: str) -> str:
+        """Where metadata table ``table`` (``state``, ``commit_log``, ...) lives, for messages."""
+        return f"_engine/{table}"
 
 
 class InMemoryMetadataStore(MetadataStore):
@@ -318,6 +326,13 @@ class InMemoryMetadataStore(MetadataStore):
     def pin_schema(self, row: PinnedSchema) -> None:
         with self._lock:
             self.pins.append(row)
+
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for f in self.files:
+            if (f.job, f.dag, f.scope) == (job, dag, scope):
+                out[f.batch] = out.get(f.batch, 0) + 1
+        return out
 
     def log_epoch(self) -> str:
         return self.epoch
