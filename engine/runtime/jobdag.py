@@ -188,17 +188,15 @@ class JobDag:
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
-        inputs_may_not_exist: bool = False,
+        inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> DagPlan | None:
         """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
-        job to infer is skipped and SQL only parsed (as it is when ``inputs_may_not_exist``: an
-        upstream DAG creates them)."""
-        if validate_only and inputs_may_not_exist:
-            self._parse_only(spark)
-            return None
-        self.source.check(spark)
-        if validate_only and self._needs_inference():
+        job to infer is skipped and SQL only parsed (as it is when some of ``inputs_may_not_exist``,
+        the input paths an upstream DAG writes, are among the inputs: the source still checks the
+        others, and what needs no input at all)."""
+        self.source.check(spark, not_yet=inputs_may_not_exist)
+        if validate_only and (inputs_may_not_exist or self._needs_inference()):
             self._parse_only(spark)
             return None
         if validate_only or ctx is None:
