@@ -205,3 +205,11 @@ def test_a_named_default_reaches_the_job_and_its_siblings_do_not(jobs: Path) -> 
     assert code == 0
     assert job["dags"]["d"]["publish"] == {"policy": "full"}
     assert job["dags"]["mirror"]["publish"] == {"max_attempts": 5}
+
+
+def test_cfg_job_shows_an_override_equal_to_the_default(jobs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (jobs / "t" / "deps.conf").write_text(DEPS)
+    code = compose_and_run(["--cfg", "job", "job=t/deps", "job.dags.d.publish.policy=full"], lambda app: 99)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "policy: full" in out and "max_attempts" not in out
