@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import hydra
 from hydra._internal.sources_registry import SourcesRegistry
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -90,8 +91,8 @@ def _app_config(cfg: DictConfig) -> AppConfig:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot resolve config: {exc}", file=str(file) if file else None) from exc
     assert isinstance(data, dict)
-    strip(data.get("job"))
     hydra_cfg = HydraConfig.get()
+    strip(data.get("job"), job_keys(hydra_cfg.overrides.task))
     return AppConfig(
         data={str(k): v for k, v in data.items()},
         job_choice=choice,
@@ -99,6 +100,13 @@ def _app_config(cfg: DictConfig) -> AppConfig:
         overrides=tuple(hydra_cfg.overrides.task),
         multirun=str(hydra_cfg.mode) == "RunMode.MULTIRUN",
     )
+
+
+def job_keys(overrides: Iterable[str]) -> list[str]:
+    """The keys inside the job that ``overrides`` set, add or delete (``job.a.b=1``: ``a.b``); the
+    choice of the job itself (``job=t/flights``) and other groups' are none of them."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    return [o.key_or_group.removeprefix("job.") for o in parsed if o.key_or_group.startswith("job.") and not o.package]
 
 
 def _show_config(argv: list[str]) -> int:
@@ -118,7 +126,7 @@ def _show_config(argv: list[str]) -> int:
         print(f"Error composing the config: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     assert isinstance(data, dict)
-    strip(data.get("job"))
+    strip(data.get("job"), job_keys(overrides))
     if kind == "hydra":
         data = {"hydra": data.get("hydra", {})}
     elif kind == "job":

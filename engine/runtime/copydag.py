@@ -194,7 +194,7 @@ class CopyDag:
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
-        inputs_may_not_exist: bool = False,
+        inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> DagPlan | None:
         """List and diff every dataset (an open plan of an earlier run is listed anew: what it
         staged is reused file by file). Validation lists nothing."""

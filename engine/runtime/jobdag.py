@@ -188,20 +188,18 @@ class JobDag:
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
-        inputs_may_not_exist: bool = False,
+        inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> DagPlan | None:
         """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
-        job to infer is skipped and only what needs no schema is checked (as it is when
-        ``inputs_may_not_exist``, an upstream DAG creates them, unless the schema is declared)."""
-        if validate_only and inputs_may_not_exist:
-            if self.source.declared_schema() is None:
-                self._parse_only(spark)
-            else:
+        job to infer is skipped and SQL only parsed, or the chain checked over a declared schema (as
+        it is when some of ``inputs_may_not_exist``, the input paths an upstream DAG writes, are among
+        the inputs: the source still checks the others, and what needs no input at all)."""
+        self.source.check(spark, not_yet=inputs_may_not_exist)
+        if validate_only and (inputs_may_not_exist or self._needs_inference()):
+            if self.source.declared_schema() is not None:
                 self._check_chain(spark, self.source.schema(spark, None))
-            return None
-        self.source.check(spark)
-        if validate_only and self._needs_inference():
+                return None
             self._parse_only(spark)
             return None
         if validate_only or ctx is None:

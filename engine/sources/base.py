@@ -97,8 +97,10 @@ class Source(ABC):
         """Whose bookkeeping this run uses: ``live``, or its backfill range's own."""
         return backfill_scope(self.conf.from_, self.conf.to) if self.conf.backfill else LIVE
 
-    def check(self, spark: SparkSession) -> None:
-        """Raise :class:`~engine.errors.ConfigError` if the input is missing (no Spark job)."""
+    def check(self, spark: SparkSession, *, not_yet: frozenset[str] = frozenset()) -> None:
+        """Raise :class:`~engine.errors.ConfigError` if the input is missing (no Spark job).
+        ``not_yet``: input paths an upstream DAG writes, which need not exist yet (nor be probed);
+        the other paths, and what does not depend on any input, are checked all the same."""
 
     @abstractmethod
     def plan(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:

@@ -79,9 +79,9 @@ class FilesSource(Source):
         super().__init__(conf, name=name, key=key, schema_ddl=schema_ddl)
         self._skipped = SkippedFiles()
 
-    def check(self, spark: SparkSession) -> None:
+    def check(self, spark: SparkSession, *, not_yet: frozenset[str] = frozenset()) -> None:
         fs = _HadoopFs(spark)
-        for path in self.conf.paths():
+        for path in (p for p in self.conf.paths() if p not in not_yet):
             # A glob that matches nothing yet is fine (nothing new); its fixed prefix must exist.
             probe = path if not _GLOB.search(path) else _fixed_prefix(path)
             if not fs.exists(probe):

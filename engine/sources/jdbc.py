@@ -85,7 +85,7 @@ class JdbcSource(Source):
 
     _schema: StructType | None = None
 
-    def check(self, spark: SparkSession) -> None:
+    def check(self, spark: SparkSession, *, not_yet: frozenset[str] = frozenset()) -> None:
         self._kind(spark)  # the column exists and has a usable type
 
     def plan(self, spark: SparkSession, ctx: PlanContext) -> list[WorkUnit]:

@@ -12,7 +12,9 @@ from collections import Counter
 from dataclasses import replace
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from engine.converters import CONVERTERS
 from engine.errors import ConfigError
@@ -38,6 +40,8 @@ from engine.spec.model import (
 from engine.spec.places import check_writable, inside, nested, place
 from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def compile_job(
@@ -151,9 +155,21 @@ def _check_pools(job: JobConf, dags: tuple[DagSpec | CopyDagSpec, ...], file: st
 
 
 def _inherit(job: JobConf, dag: DagConf) -> DagConf:
-    """A DAG takes the job-level ``publish``/``work_units``/``persist`` unless it sets its own."""
-    shared = {k: getattr(job, k) for k in ("publish", "work_units", "persist") if k in job.model_fields_set}
-    return dag.model_copy(update={k: v for k, v in shared.items() if k not in dag.model_fields_set})
+    """A DAG takes the job-level ``persist`` unless it sets its own, and the job-level ``publish``
+    and ``work_units`` key by key: ``publish.max_attempts`` set on the DAG keeps the job's policy."""
+    update: dict[str, Any] = {}
+    if "persist" in job.model_fields_set and "persist" not in dag.model_fields_set:
+        update["persist"] = job.persist
+    for k in ("publish", "work_units"):
+        if k in job.model_fields_set:
+            update[k] = _overlaid(getattr(job, k), getattr(dag, k) if k in dag.model_fields_set else None)
+    return dag.model_copy(update=update)
+
+
+def _overlaid(base: _M, over: BaseModel | None) -> _M:
+    """``base`` with only the keys ``over`` sets: a key ``over`` holds by default never changes
+    one of ``base``'s (the keys set stay marked set, for a later overlay)."""
+    return base if over is None else base.model_copy(update=over.model_dump(exclude_unset=True))
 
 
 class _Context:
@@ -256,7 +272,8 @@ def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Conte
         if conf.events.path:  # the default lies in the metadata, where the engine places it itself
             events_key = f"{ckey}.events.path"
             check_writable(events, warehouse=ctx.warehouse, key=events_key, file=ctx.file, what="the events directory")
-    publish = dag.publish if "publish" in dag.model_fields_set else PublishConf(policy="partial")
+    # A copy DAG publishes partially unless told otherwise (here, or at job level through _inherit).
+    publish = _overlaid(PublishConf(policy="partial"), dag.publish if "publish" in dag.model_fields_set else None)
     return CopyDagSpec(
         name=name,
         key=key,

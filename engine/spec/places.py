@@ -54,11 +54,6 @@ def nested(a: Place, b: Place) -> bool:
     return a == b or inside(a, b) or inside(b, a)
 
 
-def within(a: Place, b: Place) -> bool:
-    """Whether ``a`` is ``b`` or lies inside it."""
-    return a == b or inside(a, b)
-
-
 def fixed_prefix(path: str) -> str:
     """The part of a glob before its first wildcard segment (the whole path if it has none)."""
     if not _GLOB.search(path):
@@ -111,18 +106,19 @@ def upstreams(job: JobSpec, dag: DagSpec | CopyDagSpec) -> list[DagSpec | CopyDa
     return list(seen.values())
 
 
-def made_upstream(job: JobSpec, dag: DagSpec | CopyDagSpec) -> bool:
-    """Whether the DAG reads what one of its upstream DAGs writes (a Delta table one of them
-    creates, or files under what one writes), so its input need not exist before they ran. An
-    input nobody upstream writes must exist, as any other DAG's must."""
+def made_upstream(job: JobSpec, dag: DagSpec | CopyDagSpec) -> frozenset[str]:
+    """The DAG's input paths (as its source names them) that one of its upstream DAGs writes: a
+    Delta table one of them creates, or files in, above or below what one writes (a glob is
+    compared by its fixed prefix, so ``/lake/out/*/`` reads what ``/lake/out/a`` holds). Those
+    need not exist before the upstreams ran; every other input must, as any DAG's must."""
     if isinstance(dag, CopyDagSpec) or not dag.after:
-        return False
+        return frozenset()
     conf = dag.source.conf
     if isinstance(conf, DeltaSourceConf):
-        reads = [conf.path]
+        reads = {conf.path: conf.path}
     elif isinstance(conf, FilesSourceConf):
-        reads = [fixed_prefix(p) for p in conf.paths()]
+        reads = {p: fixed_prefix(p) for p in conf.paths()}
     else:
-        return False
+        return frozenset()
     writes = [place(p) for up in upstreams(job, dag) for p in written_by(up)]
-    return any(within(place(r), w) for r in reads for w in writes)
+    return frozenset(path for path, probe in reads.items() if any(nested(place(probe), w) for w in writes))

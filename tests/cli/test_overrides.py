@@ -11,6 +11,7 @@ import pytest
 
 from engine.cli.app import compose_and_run
 from engine.config import AppConfig
+from engine.spec import compile_job
 
 FLIGHTS = """
 sources.flights { type = files, format = json, path = "in/*.json", schema = "id BIGINT" }
@@ -160,3 +161,55 @@ def test_cfg_job_shows_the_file_and_the_overrides_only(jobs: Path, capsys: pytes
     assert "lookback: 0" in out
     for default in ("min_age", "incremental", "on_duplicate", "max_attempts", "__documented_defaults__"):
         assert default not in out
+
+
+DEPS = """
+publish.policy = partial
+dags {
+  d.sources.s { type = files, format = json, path = "in/*.json", schema = "id BIGINT" }
+  d.sinks.lake { type = delta, path = a }
+  mirror.copy { source = in, target = mirror }
+}
+"""
+
+
+def compiled_dags(jobs: Path, *overrides: str) -> dict[str, Any]:
+    (jobs / "t" / "deps.conf").write_text(DEPS)
+    code, job = composed("job=t/deps", *overrides)
+    assert code == 0
+    spec = compile_job(job, name="deps", file=str(jobs / "t" / "deps.conf"), warehouse=str(jobs / "lake"))
+    return {d.name: d for d in spec.dags}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "dag", "policy", "attempts"),
+    [
+        pytest.param(["job.dags.d.publish.policy=full"], "d", "full", 3, id="dag-policy-equal-to-the-default"),
+        pytest.param(["job.dags.d.publish.max_attempts=5"], "d", "partial", 5, id="dag-key-keeps-the-jobs-policy"),
+        pytest.param([], "d", "partial", 3, id="dag-inherits-the-jobs-policy"),
+        pytest.param(["job.dags.mirror.publish.policy=full"], "mirror", "full", 3, id="copy-policy-full"),
+        pytest.param(["job.dags.mirror.publish.max_attempts=5"], "mirror", "partial", 5, id="copy-keeps-partial"),
+        pytest.param(["job.publish.policy=full"], "mirror", "full", 3, id="copy-inherits-the-jobs-policy"),
+    ],
+)
+def test_an_override_equal_to_the_default_still_overrides(
+    jobs: Path, overrides: list[str], dag: str, policy: str, attempts: int
+) -> None:
+    publish = compiled_dags(jobs, *overrides)[dag].publish
+    assert (publish.policy, publish.max_attempts) == (policy, attempts)
+
+
+def test_a_named_default_reaches_the_job_and_its_siblings_do_not(jobs: Path) -> None:
+    (jobs / "t" / "deps.conf").write_text(DEPS)
+    code, job = composed("job=t/deps", "job.dags.d.publish.policy=full", "job.dags.mirror.publish.max_attempts=5")
+    assert code == 0
+    assert job["dags"]["d"]["publish"] == {"policy": "full"}
+    assert job["dags"]["mirror"]["publish"] == {"max_attempts": 5}
+
+
+def test_cfg_job_shows_an_override_equal_to_the_default(jobs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (jobs / "t" / "deps.conf").write_text(DEPS)
+    code = compose_and_run(["--cfg", "job", "job=t/deps", "job.dags.d.publish.policy=full"], lambda app: 99)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "policy: full" in out and "max_attempts" not in out

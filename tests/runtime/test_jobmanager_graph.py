@@ -3,6 +3,7 @@ a stop that cancels running DAGs, publishes nothing half-done and leaves a rerun
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from engine.errors import ConfigError
 from engine.runtime import JobManager
 from engine.runtime.discovery import discover
 from engine.runtime.progress import Board
@@ -255,3 +257,65 @@ def test_discovery_of_an_unreachable_database_is_one_clear_error(spark: Any) -> 
     )
     with pytest.raises(JobFailedError, match=r"cannot list the tables of schema `s`: .*Connection"):
         discover(spark, conf, file=None)
+
+
+def dependent_job(src: Path, source: dict[str, Any]) -> dict[str, Any]:
+    """``land`` writes the Delta table ``out/a``; ``dep`` runs after it reading ``source``."""
+    base = {"type": "files", "format": "parquet", "schema": "id BIGINT"}
+    dep = {"after": ["land"], "sources": {"f": {**base, **source}}, "sinks": {"o": {"type": "delta", "path": "dep"}}}
+    return {"dags": {"land": files_dag(src, "out/a"), "dep": dep}}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("{lake}/out/*/", id="a-glob-over-the-upstreams-directories"),
+        pytest.param("{lake}/out", id="the-directory-holding-the-upstreams-output"),
+    ],
+)
+def test_a_dependent_may_read_above_what_its_upstream_writes_on_a_fresh_warehouse(
+    spark: Any, lake: Path, path: str
+) -> None:
+    src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": 1}])
+    spec = compile_dict(dependent_job(src, {"path": path.format(lake=lake)}), lake)
+    JobManager(spark).validate(spec, "r")  # used to say: input path does not exist
+    JobManager(spark).plan(spec, "r")  # run checks a dependent the same way
+    assert not (lake / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "needle"),
+    [
+        pytest.param(
+            {"path": ["{lake}/out/a", "{lake}/nowhere/*.json"]},
+            "job.dags.dep.sources.f.path",
+            "input path does not exist: {lake}/nowhere",
+            id="a-second-path-nobody-writes",
+        ),
+        pytest.param(
+            {"path": "{lake}/out/a", "incremental": "partitions"},
+            "job.dags.dep.sources.f",
+            "needs a `partitions",
+            id="partitions-without-their-block",
+        ),
+        pytest.param(
+            {"path": "{lake}/out/a", "incremental": "none", "from": "2026-01-01"},
+            "job.dags.dep.sources.f.from",
+            "a backfill range",
+            id="a-backfill-of-a-non-incremental-source",
+        ),
+    ],
+)
+@pytest.mark.parametrize("mode", [pytest.param("validate", id="validate"), pytest.param("plan", id="run")])
+def test_a_dependent_still_checks_what_its_upstreams_do_not_write(
+    spark: Any, lake: Path, source: dict[str, Any], key: str, needle: str, mode: str
+) -> None:
+    src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": 1}])
+    at = {
+        k: [p.format(lake=lake) for p in v] if isinstance(v, list) else v.format(lake=lake) for k, v in source.items()
+    }
+    spec = compile_dict(dependent_job(src, at), lake)
+    with pytest.raises(ConfigError, match=re.escape(needle.format(lake=lake))) as info:
+        getattr(JobManager(spark), mode)(spec, "r")
+    assert info.value.key == key
+    assert not (lake / "out").exists()

@@ -145,3 +145,55 @@ def test_compiling_needs_no_jvm() -> None:
     code = "import sys, engine.spec, engine.cli; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def files_dag(**over: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "sources": {"s": {"type": "files", "format": "json", "path": "in/*.json", "schema": "id BIGINT"}},
+        "sinks": {"lake": {"type": "delta", "path": "a"}},
+    }
+    return {**raw, **over}
+
+
+@pytest.mark.parametrize(
+    ("shared", "dag", "expected"),
+    [
+        pytest.param(
+            {"publish": {"policy": "partial"}},
+            files_dag(publish={"max_attempts": 5}),
+            ("partial", 5, 8),
+            id="a-dag-publish-key-keeps-the-jobs-policy",
+        ),
+        pytest.param(
+            {"publish": {"policy": "partial"}},
+            files_dag(publish={"policy": "full"}),
+            ("full", 3, 8),
+            id="a-dag-policy-equal-to-the-default-wins",
+        ),
+        pytest.param(
+            {"work_units": {"max_groups": 2}},
+            files_dag(work_units={"parallelism": 4}),
+            ("full", 3, 2),
+            id="a-dag-work-units-key-keeps-the-jobs-others",
+        ),
+        pytest.param(
+            {"publish": {"max_attempts": 5}},
+            {"copy": {"source": "in", "target": "out"}},
+            ("partial", 5, 8),
+            id="a-copy-dag-under-a-job-publish-key-stays-partial",
+        ),
+        pytest.param(
+            {},
+            {"copy": {"source": "in", "target": "out"}, "publish": {"max_attempts": 5}},
+            ("partial", 5, 8),
+            id="a-copy-dag-publish-key-stays-partial",
+        ),
+    ],
+)
+def test_a_dag_inherits_the_job_level_policies_key_by_key(
+    tmp_path: Path, shared: dict[str, Any], dag: dict[str, Any], expected: tuple[str, int, int]
+) -> None:
+    spec = compile_dict({**shared, "dags": {"d": dag}}, tmp_path / "lake", file=tmp_path / "jobs" / "t.conf")
+    (d,) = spec.dags
+    groups = d.work_units.max_groups if hasattr(d, "work_units") else 8
+    assert (d.publish.policy, d.publish.max_attempts, groups) == expected

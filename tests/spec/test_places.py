@@ -151,7 +151,28 @@ def test_a_dependent_knows_which_inputs_its_upstreams_write(
     }
     spec = compile_dict(raw, lake, file=tmp_path / "jobs" / "t.conf")
     (dep,) = [d for d in spec.dags if d.name == "dep"]
-    assert made_upstream(spec, dep) is expected
+    assert bool(made_upstream(spec, dep)) is expected
+
+
+@pytest.mark.parametrize(
+    ("paths", "exempt"),
+    [
+        pytest.param(["{lake}/out/*/"], ["{lake}/out/*/"], id="glob-over-the-upstreams-directories"),
+        pytest.param(["{lake}/out"], ["{lake}/out"], id="the-directory-above-the-upstreams-output"),
+        pytest.param(["{lake}/out/a/*.parquet"], ["{lake}/out/a/*.parquet"], id="files-inside-the-output"),
+        pytest.param(["{lake}/out/a", "{lake}/feed/*.json"], ["{lake}/out/a"], id="only-the-path-an-upstream-writes"),
+        pytest.param(["{lake}/outside/*"], [], id="a-sibling-of-the-output"),
+    ],
+)
+def test_a_dependent_may_read_above_or_below_what_an_upstream_writes(
+    tmp_path: Path, paths: list[str], exempt: list[str]
+) -> None:
+    lake = tmp_path / "lake"
+    source = {"type": "files", "format": "parquet", "path": [p.format(lake=lake) for p in paths], "schema": "id BIGINT"}
+    raw = {"dags": {"land": one_dag("out/a"), "dep": reader(["land"], source, "dep")}}
+    spec = compile_dict(raw, lake, file=tmp_path / "jobs" / "t.conf")
+    (dep,) = [d for d in spec.dags if d.name == "dep"]
+    assert made_upstream(spec, dep) == {p.format(lake=lake) for p in exempt}
 
 
 def test_the_reserved_names_are_the_ones_the_engine_stages_under() -> None:
