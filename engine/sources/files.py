@@ -38,6 +38,7 @@ from engine.sources.conf import FilesSourceConf
 from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
 from engine.sources.record_errors import corrupt_reason
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
+from engine.state.errors import FileLogLostError
 from engine.state.store import FileKey
 from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
 
@@ -114,6 +115,11 @@ class FilesSource(Source):
         known = set(by_dataset) | set(ctx.state)
         lows = {d: self._file_low(d, ctx) for d in known}
         logged = ctx.files_read() if any(low is not None for low in lows.values()) else {}
+        for dataset, low in lows.items():
+            if low is not None and low.logged and dataset not in logged:
+                raise FileLogLostError(
+                    key=self.key, dataset=dataset, watermark=low.display(), value=f"{low.mtime_ms}|{low.path}"
+                )
         candidates = []
         for dataset in sorted(known):
             read_before = _ReadBefore(lows[dataset], logged.get(dataset, set()), self._lookback_ms)

@@ -49,3 +49,22 @@ class MetadataDamagedError(ConfigError):
             f"Nothing was written. {remedy}",
             file=entry,
         )
+
+
+class FileLogLostError(ConfigError):
+    """A files dataset's watermark says runs read and logged files, but the file log has none of
+    them: every file before the watermark would look late and be read again."""
+
+    def __init__(self, *, key: str, dataset: str, watermark: str, value: str) -> None:
+        self.dataset, self.watermark = dataset, watermark
+        super().__init__(
+            f"dataset {dataset} has a watermark ({watermark}) that runs reached by reading files, but the file "
+            "log (_engine/files_read) holds none of its files: it was deleted or lost, or the source's path is "
+            "spelled another way than when they were read (s3:// and s3a://, another host name). Running now "
+            "would read every file before the watermark again. Nothing was read or written. Restore the file "
+            "log from a backup, or spell the path as before; or, to count every file at or before the "
+            "watermark as read (a file delivered late and never read is then skipped too), set the watermark "
+            f"to itself: mode=checkpoint checkpoint.action=set checkpoint.dataset='{dataset}' "
+            f"checkpoint.value='{value}' checkpoint.reason=\"...\"",
+            key=key,
+        )

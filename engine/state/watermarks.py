@@ -137,6 +137,13 @@ class FileWatermark(Watermark):
     def position(self) -> tuple[int, str]:
         return (self.mtime_ms, self.path)
 
+    @property
+    def logged(self) -> bool:
+        """Whether the file log must hold files of this dataset: a run read files up to here (a
+        watermark set by a checkpoint counts everything before it as read, and one stored before
+        the log knew nothing of it)."""
+        return not self.legacy and (self.floor is None or self.floor < self.position)
+
     def payload(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mtime_ms": self.mtime_ms, "path": self.path}
         if self.recent or self.legacy:

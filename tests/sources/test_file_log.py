@@ -247,23 +247,61 @@ def test_a_rewind_or_set_of_a_watermark_stored_before_the_file_log_reads_what_co
 
 
 def test_a_rewind_after_an_upgrade_keeps_the_paths_the_old_watermark_knew_were_read(spark: Any, lake: Path) -> None:
-    """A watermark stored before the file log, advanced once since (it has a floor and still its
-    old look-back paths, which the log never had): a rewind within that window reads what comes
-    after the value, not the files the old engine read before it."""
+    """A watermark stored before the file log, advanced once since (it then has a floor and still
+    its old look-back paths, which the log never had): a rewind within that window reads what
+    comes after the value, not the files the old engine read before it."""
     land = lake.parent / "land"
     kept = touch(land / "kept.json", rows(0, 3), mtime=T0 - 600)
     mid = touch(land / "mid.json", rows(3, 6), mtime=T0 - 300)
     last = touch(land / "last.json", rows(6, 8), mtime=T0)
-    touch(land / "new.json", rows(8, 9), mtime=T0 + MINUTE)
     urn = f"files:{land}/*.json"
-    recent = (f"file:{kept}", f"file:{mid}", f"file:{last}")
-    mark = FileWatermark(int(T0 * 1000), f"file:{last}", recent, floor=(int(T0 * 1000) - 3_600_000, "\U0010ffff"))
+    recent = [f"file:{kept}", f"file:{mid}", f"file:{last}"]
+    stored = {"kind": "file", "value": {"mtime_ms": int(T0 * 1000), "path": f"file:{last}", "recent": recent}}
     store = InMemoryMetadataStore()
-    store.save_state([DatasetState("t", "t", LIVE, urn, mark, "old-run", datetime(2026, 1, 1))])
+    from engine.state import watermarks
     from engine.state.checkpoints import CheckpointRequest, change_checkpoint
 
+    mark = watermarks.parse(json.dumps(stored))
+    store.save_state([DatasetState("t", "t", LIVE, urn, mark, "old-run", datetime(2026, 1, 1))])
+    touch(land / "new.json", rows(8, 9), mtime=T0 + MINUTE)
+    run_with(spark, job(land / "*.json"), lake, store, run=1)  # the upgrade: new.json only
     value = f"{int(os.stat(mid).st_mtime * 1000)}|file:{mid}"
     change_checkpoint(store, "t", ["t"], CheckpointRequest("rewind", urn, value, None, "replay"), run_id="c1")
-    run_with(spark, job(land / "*.json"), lake, store, run=1)
+    run_with(spark, job(land / "*.json"), lake, store, run=2)
 
-    assert delta_ids(lake / "out") == [6, 7, 8]  # last.json and new.json only
+    assert delta_ids(lake / "out") == [6, 7, 8, 8]  # then last.json and new.json again, nothing before mid
+
+
+def test_a_lost_file_log_is_refused_and_a_set_to_the_watermark_acknowledges_it(spark: Any, lake: Path) -> None:
+    """Without its file log, every file before the watermark would look late and be read again."""
+    import shutil
+
+    land, jobs = lake.parent / "land", lake.parent / "jobs"
+    months = write_months(land)
+    months_job(jobs, land)
+    code, _, said = run_cli(jobs, "job=t/months", f"warehouse={lake}")
+    assert code == 0, said
+    shutil.rmtree(lake / "_engine" / "files_read")
+    version = DeltaTable(str(lake / "raw")).version()
+    code, refused, said = run_cli(jobs, "job=t/months", f"warehouse={lake}")
+
+    assert code == 2, said
+    assert refused["status"] == "CONFIG_ERROR"
+    assert "_engine/files_read" in refused["message"] and "job.sources.in" in refused["message"]
+    assert DeltaTable(str(lake / "raw")).version() == version  # nothing written
+    value = f"{int(os.stat(months[6]).st_mtime * 1000)}|file:{months[6]}"
+    assert f"checkpoint.value='{value}'" in refused["message"]
+    code, _, said = run_cli(
+        jobs,
+        "job=t/months",
+        f"warehouse={lake}",
+        "mode=checkpoint",
+        "checkpoint.action=set",
+        f"checkpoint.dataset=files:{land}/*.json",
+        f"checkpoint.value='{value}'",
+        "checkpoint.reason='the file log was lost'",
+    )
+    assert code == 0, said
+    code, after, said = run_cli(jobs, "job=t/months", f"warehouse={lake}")
+    assert (code, after["records_read"]) == (0, 0), said
+    assert len(delta_ids(lake / "raw")) == sum(10 * m for m in range(1, 7))
