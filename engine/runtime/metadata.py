@@ -88,7 +88,9 @@ class MetadataManager:
         self.spark = spark
         self.job = job
         self.run_id = run_id
-        self.now = now or utcnow()
+        self.now = now
+        """A fixed clock for planning; ``None``: each DAG plans at its own start (a DAG that runs
+        ``after`` another sees the files its upstream wrote in the same run)."""
         self.job_budget = job_budget or Budget()
         self.planned = Size(0, 0, 0)
         """What the DAGs planned so far take of the job budget."""
@@ -216,7 +218,7 @@ class MetadataManager:
             state=state,
             per_dataset=limits.per_dataset.budget(),
             per_run=per_run,
-            now=self.now,
+            now=self.now or utcnow(),
             guarantee=first,
             files_read=functools.cache(lambda: self.store.files_read(self.job, dag.name, dag.scope)),
             pinned_schema=lambda: self.store.pinned_schema(self.job, dag.name),

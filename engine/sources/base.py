@@ -40,7 +40,7 @@ class PlanContext:
     per_dataset: Budget
     per_run: Budget
     now: datetime
-    """The run's start (naive UTC): every "how long ago" is measured from it."""
+    """When the DAG plans (naive UTC): every "how long ago" is measured from it."""
     guarantee: bool = True
     """Whether the first dataset may exceed ``per_run`` by one item (so a run always progresses)."""
     files_read: Callable[[], dict[str, set[FileKey]]] = dict
