@@ -59,7 +59,7 @@ class CountedSource(Source):
     def plan(self, spark: Any, ctx: PlanContext) -> list[WorkUnit]:
         return [WorkUnit(dataset="counted", low=None, high=None)]
 
-    def schema(self, spark: Any, units: list[WorkUnit] | None) -> Any:
+    def schema(self, spark: Any, units: list[WorkUnit] | None, ctx: PlanContext | None = None) -> Any:
         from pyspark.sql.types import StructType
 
         return StructType.fromDDL("id INT, amount INT")
