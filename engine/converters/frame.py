@@ -71,6 +71,9 @@ def data_columns(df: DataFrame) -> list[str]:
 
 
 def finalize(df: DataFrame) -> DataFrame:
-    """Serialise the original record of rejected rows to JSON and drop the source struct."""
+    """Serialise the original record of rejected rows to JSON and drop the source struct. The file
+    a record came from is kept for rejected rows only (the error table's record id): valid rows
+    would otherwise carry their path into the persisted frame."""
     record = F.when(is_rejected(), F.coalesce(F.col(RAW), F.to_json(F.col(SOURCE), {"ignoreNullFields": "false"})))
-    return df.withColumn(RECORD, record).drop(SOURCE, RAW)
+    out = df.withColumn(RECORD, record).drop(SOURCE, RAW)
+    return out.withColumn(FILE, F.when(is_rejected(), F.col(FILE))) if FILE in df.columns else out
