@@ -206,11 +206,17 @@ class JobDag:
             units: list[WorkUnit] = []
         else:
             units = reuse if reuse is not None else self.source.plan(spark, ctx)
-        schema = self.source.schema(spark, None if validate_only else units, ctx)
+        pins: list[tuple[str, str]] = []  # an inferred schema is pinned only once the chain checks
+        held = replace(ctx, pin_schema=lambda fingerprint, ddl: pins.append((fingerprint, ddl))) if ctx else None
+        schema = self.source.schema(spark, None if validate_only else units, held)
         if schema is None:
             self._parse_only(spark)
             return DagPlan(units=units, schema=None)
-        return DagPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
+        predicates = self._check_chain(spark, schema)
+        for fingerprint, ddl in pins:
+            assert ctx is not None
+            ctx.pin_schema(fingerprint, ddl)
+        return DagPlan(units=units, schema=schema, predicates=predicates)
 
     def _check_chain(self, spark: SparkSession, schema: StructType | None) -> dict[str, Column]:
         """Build the chain, the forks and each sink's branch over an empty frame of ``schema``:
