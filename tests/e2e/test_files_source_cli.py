@@ -37,7 +37,7 @@ def test_a_truncated_gzip_fails_naming_the_key_and_is_skipped_once_it_is_set(tmp
     assert "b.json.gz" in dag["message"] and "set `job.sources.orders.on_corrupt = skip`" in dag["message"]
     assert not (wh / "orders").exists()
 
-    code, skipped, output = submit(*args, "+job.sources.orders.on_corrupt=skip")
+    code, skipped, output = submit(*args, "job.sources.orders.on_corrupt=skip")
     assert code == 0, output[-3000:]
     assert (skipped["status"], skipped["records_read"], skipped["errors"]) == ("SUCCEEDED", 49, 8)
     errors = DeltaTable(str(wh / "_errors" / "orders")).to_pyarrow_table().to_pylist()
