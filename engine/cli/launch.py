@@ -21,6 +21,7 @@ with SIGINT and SIGTERM ignored and the ones this process gets go to the Python 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -126,29 +127,17 @@ def _resolved_jars(cache: Path) -> list[str]:
 
 def publish_jars(staging: Path, jars_dir: Path) -> None:
     """Put the resolved jars of ``staging`` (complete: it holds ``.done``) at ``jars_dir`` by one
-    rename. A concurrent first run may have published first: then ``staging`` is discarded, and a
-    completed ``jars_dir`` is never removed (the other run may be listing it). Only a leftover without
-    ``.done`` (a run killed while removing one) is moved aside and replaced."""
-    for _ in range(3):
+    rename, under a lock file beside it, so concurrent first runs publish one after the other. A run
+    that finds ``jars_dir`` complete discards its ``staging``: a completed ``jars_dir`` is never
+    removed (another run may be listing it). Only a leftover without ``.done`` (a run killed while
+    publishing or removing one) is removed and replaced."""
+    with open(jars_dir.parent / f".{jars_dir.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if (jars_dir / ".done").exists():
-            break
-        try:
-            staging.rename(jars_dir)
+            shutil.rmtree(staging, ignore_errors=True)
             return
-        except OSError:  # jars_dir exists (ENOTEMPTY or EEXIST): published meanwhile, or a leftover
-            if not (jars_dir / ".done").exists():
-                _discard_leftover(jars_dir)
-    shutil.rmtree(staging, ignore_errors=True)
-
-
-def _discard_leftover(jars_dir: Path) -> None:
-    aside = Path(tempfile.mkdtemp(dir=jars_dir.parent, prefix=f".{jars_dir.name}-leftover-"))
-    with contextlib.suppress(FileNotFoundError):
-        jars_dir.rename(aside / "jars")
-    if (aside / "jars" / ".done").exists():  # another run published between the check and the move
-        with contextlib.suppress(OSError):
-            (aside / "jars").rename(jars_dir)
-    shutil.rmtree(aside, ignore_errors=True)
+        shutil.rmtree(jars_dir, ignore_errors=True)
+        staging.rename(jars_dir)
 
 
 def engine_zip(cache: Path) -> Path:

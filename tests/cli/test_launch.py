@@ -180,7 +180,7 @@ def test_a_second_publisher_keeps_the_published_jars_and_discards_its_own(tmp_pa
     launch.publish_jars(late, jars_dir)  # before the fix: rmtree of the first run's directory
     assert jars_dir.stat().st_ino == first, "the completed directory was not removed nor replaced"
     assert sorted(p.name for p in jars_dir.iterdir()) == [".done", "a.jar", "b.jar"]
-    assert not late.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["jars-key"]
+    assert not late.exists() and sorted(p.name for p in tmp_path.iterdir()) == [".jars-key.lock", "jars-key"]
 
 
 def test_a_leftover_without_done_is_replaced(tmp_path: Path) -> None:
@@ -190,7 +190,7 @@ def test_a_leftover_without_done_is_replaced(tmp_path: Path) -> None:
     launch.publish_jars(_staging(tmp_path, "a.jar", "b.jar"), jars_dir)
     assert sorted(p.name for p in jars_dir.iterdir()) == [".done", "a.jar", "b.jar"]
     assert (jars_dir / "a.jar").read_text() == "a.jar"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["jars-key"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".jars-key.lock", "jars-key"]
 
 
 @pytest.mark.parametrize("leftover", [pytest.param(False, id="first-run"), pytest.param(True, id="over-a-leftover")])
@@ -213,4 +213,5 @@ def test_concurrent_publishers_each_then_list_the_complete_jars(tmp_path: Path, 
         with ThreadPoolExecutor(len(stagings)) as pool:
             listed = list(pool.map(publish, stagings))
         assert listed == [[".done", "a.jar", "b.jar"]] * len(stagings), f"attempt {attempt}"
-        assert sorted(p.name for p in cache.iterdir()) == ["jars-key"], "every other staging was discarded"
+        left = sorted(p.name for p in cache.iterdir())
+        assert left == [".jars-key.lock", "jars-key"], "every other staging was discarded"
