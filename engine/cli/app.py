@@ -16,19 +16,16 @@ import traceback
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, NoReturn
 
-from engine.cli.progress import MODES as PROGRESS_MODES
-from engine.cli.progress import shown, table
+from engine import hooks
+from engine.cli.progress import table
 from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
 from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
-from engine.runtime.progress import Board
 from engine.runtime.stop import Stop
 
 log = logging.getLogger("engine")
-MODES = ("run", "validate", "status", "checkpoint", "commit")
 OK_STATUSES = ("SUCCEEDED", "VALID", "OK", "CHANGED")
 
 
@@ -85,7 +82,8 @@ def run_task(
         if stop.is_set():  # a multirun asked to stop starts no further run
             summary = {"run_id": run_id, "job": job, "status": "CANCELLED", "message": stop.reason}
         else:
-            summary = _execute(app, run_id, stop)
+            with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
+                summary = _execute(app, run_id, stop)
         code = EXIT_OK if summary["status"] in OK_STATUSES else EXIT_JOB_FAILED
         if summary["status"] == "CANCELLED":
             code = EXIT_SIGNALLED + (stop.signum or 15)
@@ -122,102 +120,10 @@ def new_run_id() -> str:
 
 
 def _execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
-    from engine.spec import compile_job  # no JVM needed up to here
+    """The run's mode, by its handler (:data:`engine.cli.modes.HANDLERS`)."""
+    from engine.cli.modes import execute
 
-    data = app.data
-    mode = data.get("mode", "run")
-    if mode not in MODES:
-        raise ConfigError(f"unknown mode `{mode}`; use one of: {', '.join(MODES)}", key="mode")
-    progress = str(data.get("progress", "auto"))
-    if progress not in PROGRESS_MODES:
-        raise ConfigError(
-            f"unknown progress view `{progress}`; use one of: {', '.join(PROGRESS_MODES)}", key="progress"
-        )
-    warehouse = _absolute(str(data["warehouse"]))
-    name = (app.job_choice or "job").replace("/", ".")
-    spec = compile_job(data["job"], name=name, file=app.job_file, warehouse=warehouse)
-
-    from engine.cli.status import status_report
-    from engine.commit.lease import Lease
-    from engine.runtime import JobManager, build_session
-    from engine.runtime.discovery import discover
-    from engine.runtime.session import fair_pools, run_session
-    from engine.state.delta_runs import DeltaRunStore
-    from engine.state.delta_store import DeltaMetadataStore
-
-    spark_cfg = data.get("spark", {})
-    conf = {**fair_pools(spec.pools), **spark_cfg.get("conf", {})}
-    spark = run_session(build_session(spark_cfg.get("app_name", "engine"), conf), spark_cfg.get("conf", {}))
-    if spec.discover is not None:
-        found = discover(spark, spec.discover, file=app.job_file)
-        spec = compile_job(data["job"], name=name, file=app.job_file, warehouse=warehouse, found=found)
-    log.info("job %s compiled: %d dag(s); run %s", spec.name, len(spec.dags), run_id)
-    if mode == "validate":
-        JobManager(spark).validate(spec, run_id)
-        return {"run_id": run_id, "job": spec.name, "status": "VALID", "dags": [d.name for d in spec.dags]}
-    metadata = DeltaMetadataStore(spark, f"{warehouse}/_engine")
-    lease = Lease(f"{warehouse}/_engine", spec.name, run_id=run_id, ttl_seconds=_lease_ttl(data))
-    if mode == "status":
-        return status_report(
-            metadata, spec.name, runs=int(data.get("status", {}).get("runs", 5)), max_attempts=_attempts(spec)
-        )
-    if mode in ("checkpoint", "commit"):
-        return _operate(mode, data, metadata, lease, spec, run_id, spark)
-    store = DeltaRunStore(spark, f"{warehouse}/_engine/runs")  # opened meanwhile, created below
-    with lease:  # one run of a job at a time (exit code 3 otherwise)
-        manager = JobManager(spark, metadata, guard=lease.check)
-        planned = manager.plan(spec, run_id)  # recovery, then every config mistake surfaces here
-        metadata.ensure()
-        store.ensure()
-        board = Board()
-        board.add([d.name for d in spec.dags])
-        with shown(board, progress):
-            return manager.execute(planned, store, stop=stop, board=board).summary()
-
-
-def _operate(
-    mode: str, data: dict[str, Any], metadata: Any, lease: Any, spec: Any, run_id: str, spark: Any
-) -> dict[str, Any]:
-    from engine.cli.commit_log import CommitRequest, commit_command
-    from engine.cli.status import checkpoint
-    from engine.state.checkpoints import CheckpointRequest
-
-    raw = {k: (None if v is None else str(v)) for k, v in (data.get(mode) or {}).items()}
-    given = {k: v for k, v in raw.items() if v is not None}
-    if given.get("action", "show") == "show":
-        if mode == "commit":
-            return commit_command(metadata, spec.name, _attempts(spec), CommitRequest(**given), run_id=run_id)
-        return checkpoint(
-            metadata, spec.name, list(spec.dags), CheckpointRequest(**{"action": "show", **given}), run_id=run_id
-        )
-    with lease:  # changing state or the commit log while the job runs is refused (exit code 3)
-        metadata.ensure()
-        if mode == "commit":
-            commit_req = CommitRequest(**given)
-            return commit_command(
-                metadata, spec.name, _attempts(spec), commit_req, run_id=f"commit-{run_id}", spark=spark
-            )
-        req = CheckpointRequest(**{"action": "show", **given})
-        return checkpoint(metadata, spec.name, list(spec.dags), req, run_id=f"checkpoint-{run_id}")
-
-
-def _attempts(spec: Any) -> dict[str, int]:
-    return {d.name: d.publish.max_attempts for d in spec.dags}
-
-
-def _lease_ttl(data: dict[str, Any]) -> float:
-    raw = (data.get("lease") or {}).get("ttl_seconds", 600)
-    try:
-        ttl = float(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"`{raw}` is not a number of seconds", key="lease.ttl_seconds") from None
-    if ttl < 5:
-        raise ConfigError(f"a lease of {ttl:g}s is too short to renew; use 5 or more", key="lease.ttl_seconds")
-    return ttl
-
-
-def _absolute(path: str) -> str:
-    return path if "://" in path else str(Path(path).resolve())
+    return execute(app, run_id, stop)
 
 
 def _report(exc: BaseException, debug: bool) -> None:

@@ -18,9 +18,10 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from engine.runtime.progress import QUEUED, Board, DagProgress
+from engine.spec.app import PROGRESS_VIEWS
 
 log = logging.getLogger("engine.progress")
-MODES = ("auto", "live", "log", "off")
+MODES = PROGRESS_VIEWS
 
 
 @contextmanager

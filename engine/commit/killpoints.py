@@ -1,6 +1,8 @@
 """Kill points for crash tests and drills: ``ENGINE_KILL_AT=<point>[,<point>...]`` kills the driver
 (``SIGKILL``: no cleanup, no ``finally``, no atexit) when it reaches a named point of the publish
-protocol. The points, in the order a run meets them:
+protocol. The environment is read once, when a run starts (:mod:`engine.hooks`); a kill point
+asks the hooks in force, a no-op unless a drill installed some. The points, in the order a run
+meets them:
 
 - ``after_plan_saved``: the batch plan is in the commit log; nothing read yet.
 - ``after_staging``: every sink's data is staged; no commit sequence yet.
@@ -15,17 +17,12 @@ protocol. The points, in the order a run meets them:
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import sys
+from engine import hooks
+from engine.hooks import KILL_AT
 
-KILL_AT = "ENGINE_KILL_AT"
-log = logging.getLogger(__name__)
+__all__ = ["KILL_AT", "kill_point"]
 
 
 def kill_point(name: str, dag: str) -> None:
-    wanted = {p.strip() for p in os.environ.get(KILL_AT, "").split(",") if p.strip()}
-    if name in wanted or f"{name}@{dag}" in wanted:
-        print(f"engine: killed at {name} in dag {dag} ({KILL_AT})", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
+    """``dag`` reached the kill point ``name`` (one of the points above)."""
+    hooks.current().reached(name, dag)

@@ -1,4 +1,5 @@
-"""Fault injection for failure tests and drills, driven by environment variables.
+"""Fault injection for failure tests and drills, as the run's hooks ask (:mod:`engine.hooks`,
+installed from the environment when a run starts).
 
 ``ENGINE_FAIL_DATASETS=<glob>[,<glob>...]``: every multi-work-unit reading a dataset whose URN
 matches fails *on the executors*, mid-read, with an error naming the dataset (a Spark
@@ -7,23 +8,23 @@ matches fails *on the executors*, mid-read, with an error naming the dataset (a 
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from engine import hooks
 from engine.converters.frame import DATASET
+from engine.hooks import FAIL_DATASETS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-FAIL_DATASETS = "ENGINE_FAIL_DATASETS"
+__all__ = ["FAIL_DATASETS", "doomed", "inject"]
 
 
 def doomed(datasets: list[str]) -> list[str]:
-    patterns = [p.strip() for p in os.environ.get(FAIL_DATASETS, "").split(",") if p.strip()]
-    return [d for d in datasets if any(fnmatch.fnmatchcase(d, p) for p in patterns)]
+    """Those of ``datasets`` the hooks in force fail."""
+    return hooks.current().doomed(datasets)
 
 
 def inject(frame: DataFrame, datasets: list[str]) -> DataFrame:

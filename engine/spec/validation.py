@@ -35,7 +35,7 @@ def _join(key: str, loc: tuple[Any, ...]) -> str:
     parts = [key]
     for item in loc:
         parts.append(f"[{item}]" if isinstance(item, int) else f".{item}")
-    return "".join(parts)
+    return "".join(parts).removeprefix(".")  # key "": the path starts at the top
 
 
 def _loc(err: Any) -> tuple[Any, ...]:

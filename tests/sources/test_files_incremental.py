@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from engine import hooks
 from engine.state.store import LIVE, DatasetStatus, InMemoryMetadataStore
 from engine.state.watermarks import FileWatermark, TimestampWatermark
 from tests.helpers import delta_ids, run_with, touch
@@ -125,7 +126,7 @@ def test_a_failing_dataset_keeps_its_watermark_under_each_policy(
     _three_datasets(land)
     store = InMemoryMetadataStore()
     spec = job(land / "*", datasets="directory", extra={"publish": {"policy": policy}})
-    monkeypatch.setenv("ENGINE_FAIL_DATASETS", "*/land/b")
+    monkeypatch.setattr(hooks, "_current", hooks.Hooks(fail_datasets=("*/land/b",)))
     failed = run_with(spark, spec, lake, store, run=1)
     by_dataset = {o.unit.dataset.rsplit("/", 1)[1]: o.status for o in failed.dags[0].datasets}
     assert by_dataset["b"] == DatasetStatus.FAILED
@@ -141,7 +142,7 @@ def test_a_failing_dataset_keeps_its_watermark_under_each_policy(
         assert state == {"a", "c"}  # b keeps its (absent) low watermark
         assert delta_ids(lake / "out") == [*range(0, 10), *range(200, 210)]
 
-    monkeypatch.delenv("ENGINE_FAIL_DATASETS")
+    monkeypatch.setattr(hooks, "_current", hooks.Hooks())
     touch(land / "a" / "part-2.json", rows(10, 12), mtime=T0 + 60)
     rerun = run_with(spark, spec, lake, store, run=2)
     assert rerun.status == "SUCCEEDED"
@@ -161,7 +162,7 @@ def test_a_failing_dataset_packed_with_others_does_not_hold_them_back(
     spec = job(
         land / "*", datasets="directory", extra={"publish": {"policy": "partial"}, "work_units": {"max_groups": 1}}
     )
-    monkeypatch.setenv("ENGINE_FAIL_DATASETS", "*/land/c")
+    monkeypatch.setattr(hooks, "_current", hooks.Hooks(fail_datasets=("*/land/c",)))
     result = run_with(spark, spec, lake, store, run=1)
     assert sorted(o.status.value for o in result.dags[0].datasets) == ["COMMITTED", "COMMITTED", "FAILED"]
     assert delta_ids(lake / "out") == [*range(0, 10), *range(100, 110)]

@@ -1,0 +1,176 @@
+"""What each ``mode=`` does with a compiled job: one small handler per mode, looked up in
+:data:`HANDLERS`.
+
+Every mode compiles the job and starts Spark the same way (:func:`execute`); a handler gets the
+:class:`Run` and returns the run's summary. The metadata store and the lease are opened only by
+the modes that use them (``validate`` touches no metadata).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.cli.progress import shown
+from engine.spec.app import AppConf, app_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from engine.commit.lease import Lease
+    from engine.config import AppConfig
+    from engine.runtime.stop import Stop
+    from engine.spec import JobSpec
+    from engine.state.delta_store import DeltaMetadataStore
+
+__all__ = ["HANDLERS", "Run", "execute"]
+
+log = logging.getLogger("engine")
+
+
+@dataclass
+class Run:
+    """One composed run, its job compiled and Spark started: what a mode handler works with."""
+
+    conf: AppConf
+    spec: JobSpec
+    spark: SparkSession
+    run_id: str
+    stop: Stop
+    warehouse: str
+    """Absolute (a local path resolved against the working directory)."""
+
+    @cached_property
+    def metadata(self) -> DeltaMetadataStore:
+        from engine.state.delta_store import DeltaMetadataStore
+
+        return DeltaMetadataStore(self.spark, f"{self.warehouse}/_engine")
+
+    @cached_property
+    def lease(self) -> Lease:
+        from engine.commit.lease import Lease
+
+        return Lease(f"{self.warehouse}/_engine", self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl)
+
+    @property
+    def ttl(self) -> float:
+        return self.conf.lease.ttl_seconds
+
+    def open_state(self) -> tuple[DeltaMetadataStore, Lease]:
+        """The metadata store and the job's lease, in that order; every mode but ``validate`` opens
+        both first, even to show something (the lease refuses a warehouse it cannot lock)."""
+        return self.metadata, self.lease
+
+    @property
+    def attempts(self) -> dict[str, int]:
+        """Each DAG's ``publish.max_attempts``."""
+        return {d.name: d.publish.max_attempts for d in self.spec.dags}
+
+
+def execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
+    """Validate the application config, compile the job, start Spark and run the mode's handler."""
+    conf = app_conf(app.data)
+    run = _start(app, conf, run_id, stop)
+    log.info("job %s compiled: %d dag(s); run %s", run.spec.name, len(run.spec.dags), run_id)
+    return HANDLERS[conf.mode](run)
+
+
+def _start(app: AppConfig, conf: AppConf, run_id: str, stop: Stop) -> Run:
+    from engine.spec import compile_job  # no JVM needed up to here
+
+    warehouse = _absolute(conf.warehouse)
+    name = (app.job_choice or "job").replace("/", ".")
+    spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse)
+
+    from engine.runtime import build_session
+    from engine.runtime.discovery import discover
+    from engine.runtime.session import fair_pools, run_session
+
+    settings = {**fair_pools(spec.pools), **conf.spark.conf}
+    spark = run_session(build_session(conf.spark.app_name, settings), conf.spark.conf)
+    if spec.discover is not None:
+        found = discover(spark, spec.discover, file=app.job_file)
+        spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse, found=found)
+    return Run(conf, spec, spark, run_id, stop, warehouse)
+
+
+def _validate(run: Run) -> dict[str, Any]:
+    from engine.runtime import JobManager
+
+    JobManager(run.spark).validate(run.spec, run.run_id)
+    return {"run_id": run.run_id, "job": run.spec.name, "status": "VALID", "dags": [d.name for d in run.spec.dags]}
+
+
+def _run(run: Run) -> dict[str, Any]:
+    from engine.runtime import JobManager
+    from engine.runtime.progress import Board
+    from engine.state.delta_runs import DeltaRunStore
+
+    metadata, lease = run.open_state()
+    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs")  # opened meanwhile, created below
+    with lease:  # one run of a job at a time (exit code 3 otherwise)
+        manager = JobManager(run.spark, metadata, guard=lease.check)
+        planned = manager.plan(run.spec, run.run_id)  # recovery, then every config mistake surfaces here
+        metadata.ensure()
+        store.ensure()
+        board = Board()
+        board.add([d.name for d in run.spec.dags])
+        with shown(board, run.conf.progress):
+            return manager.execute(planned, store, stop=run.stop, board=board).summary()
+
+
+def _status(run: Run) -> dict[str, Any]:
+    from engine.cli.status import status_report
+
+    metadata, _ = run.open_state()
+    return status_report(metadata, run.spec.name, runs=run.conf.status.runs, max_attempts=run.attempts)
+
+
+def _checkpoint(run: Run) -> dict[str, Any]:
+    from engine.cli.status import checkpoint
+    from engine.state.checkpoints import CheckpointRequest
+
+    metadata, lease = run.open_state()
+    req = CheckpointRequest(**{"action": "show", **_given(run.conf.checkpoint.model_dump())})
+    if req.action == "show":
+        return checkpoint(metadata, run.spec.name, list(run.spec.dags), req, run_id=run.run_id)
+    with lease:  # changing state while the job runs is refused (exit code 3)
+        metadata.ensure()
+        return checkpoint(metadata, run.spec.name, list(run.spec.dags), req, run_id=f"checkpoint-{run.run_id}")
+
+
+def _commit(run: Run) -> dict[str, Any]:
+    from engine.cli.commit_log import CommitRequest, commit_command
+
+    metadata, lease = run.open_state()
+    req = CommitRequest(**_given(run.conf.commit.model_dump()))
+    if req.action == "show":
+        return commit_command(metadata, run.spec.name, run.attempts, req, run_id=run.run_id)
+    with lease:  # changing the commit log while the job runs is refused (exit code 3)
+        metadata.ensure()
+        return commit_command(
+            metadata, run.spec.name, run.attempts, req, run_id=f"commit-{run.run_id}", spark=run.spark
+        )
+
+
+HANDLERS: dict[str, Callable[[Run], dict[str, Any]]] = {
+    "run": _run,
+    "validate": _validate,
+    "status": _status,
+    "checkpoint": _checkpoint,
+    "commit": _commit,
+}
+"""The handler of each mode (:data:`engine.spec.app.MODES`)."""
+
+
+def _given(section: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a section that are set (a request's own defaults apply to the others)."""
+    return {k: v for k, v in section.items() if v is not None}
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else str(Path(path).resolve())

@@ -1,0 +1,127 @@
+"""The application config around the job (``conf/config.yaml``) is validated like the job: what the
+README and the tests write is accepted, a bad value is one config error naming its key. No JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import AppConfig, run_app
+from engine.errors import EXIT_CONFIG, ConfigError
+from engine.spec.app import MODES, PROGRESS_VIEWS, AppConf, app_conf
+from tests.helpers import run_cli
+
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
+
+
+def composed(*overrides: str) -> dict[str, Any]:
+    seen: list[AppConfig] = []
+
+    def task(app: AppConfig) -> int:
+        seen.append(app)
+        return 0
+
+    assert run_app(["job=demo/orders", *overrides], task) == 0
+    return seen[0].data
+
+
+def test_the_shipped_defaults_are_valid() -> None:
+    conf = app_conf(composed())
+    assert (conf.mode, conf.progress, conf.debug, conf.status.runs, conf.lease.ttl_seconds) == (
+        "run",
+        "auto",
+        False,
+        5,
+        600,
+    )
+    assert conf.checkpoint.action == conf.commit.action == "show"
+    assert conf.spark.app_name == "engine" and conf.spark.conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf.job["sources"]["orders"]["type"] == "files"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param(["mode=status", "status.runs=10"], id="status"),
+        pytest.param(["debug=true", "progress=off", "warehouse=/tmp/wh"], id="debug-progress"),
+        pytest.param(["mode=checkpoint", "checkpoint.action=set", "checkpoint.value=1700000000000"], id="long-value"),
+        pytest.param(["mode=checkpoint", "checkpoint.value='1700000000000|/data/in/a.json'"], id="file-value"),
+        pytest.param(
+            ["mode=checkpoint", "checkpoint.kind=long", "checkpoint.reason=replay after bad deploy"], id="kind"
+        ),
+        pytest.param(["mode=commit", "commit.action=release", "commit.batch=3", "commit.dag=a"], id="commit"),
+        pytest.param(["lease.ttl_seconds=60"], id="lease"),
+        pytest.param(["spark.app_name=nightly"], id="spark"),
+    ],
+)
+def test_what_the_readme_and_tests_write_is_accepted(overrides: list[str]) -> None:
+    assert isinstance(app_conf(composed(*overrides)), AppConf)
+
+
+def test_free_text_keys_keep_numbers_as_they_were_written() -> None:
+    conf = app_conf(composed("checkpoint.value=1700000000000", "commit.batch=3"))
+    assert (conf.checkpoint.value, conf.commit.batch) == ("1700000000000", "3")
+
+
+def base(**changes: Any) -> dict[str, Any]:
+    return {"warehouse": "/tmp/wh", "job": {}, **changes}
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "match"),
+    [
+        pytest.param(base(mode="rum"), "mode", "unknown mode `rum`; use one of: run, validate", id="mode"),
+        pytest.param(
+            base(progress="loud"), "progress", "unknown progress view `loud`; use one of: auto", id="progress"
+        ),
+        pytest.param(base(lease={"ttl_seconds": "soon"}), "lease.ttl_seconds", "`soon` is not a number", id="ttl-text"),
+        pytest.param(base(lease={"ttl_seconds": 2}), "lease.ttl_seconds", "a lease of 2s is too short", id="ttl-short"),
+        pytest.param(base(lease={"ttl": 60}), "lease.ttl", "known keys: ttl_seconds", id="lease-typo"),
+        pytest.param(base(status={"runs": "many"}), "status.runs", "valid integer", id="runs-text"),
+        pytest.param(base(status={"runs": 0}), "status.runs", "greater than or equal to 1", id="runs-zero"),
+        pytest.param(base(debug="sometimes"), "debug", "valid boolean", id="debug"),
+        pytest.param(base(checkpoint={"actoin": "set"}), "checkpoint.actoin", "did you mean `action`", id="ckpt-typo"),
+        pytest.param(base(commit={"reasons": "x"}), "commit.reasons", "did you mean `reason`", id="commit-typo"),
+        pytest.param(base(spark={"conf": "x"}), "spark.conf", "valid dictionary", id="spark-conf"),
+        pytest.param(base(extra=1), "extra", "unknown key", id="unknown-top-key"),
+        pytest.param({"job": {}}, "warehouse", "missing required key", id="no-warehouse"),
+    ],
+)
+def test_a_bad_value_is_a_config_error_naming_its_key(data: dict[str, Any], key: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as caught:
+        app_conf(data, file="conf/config.yaml")
+    assert caught.value.key == key
+    assert caught.value.exit_code == EXIT_CONFIG
+    assert f"key `{key}`" in str(caught.value) and "conf/config.yaml" in str(caught.value)
+
+
+def test_the_modes_and_views_are_the_cli_s() -> None:
+    from engine.cli.modes import HANDLERS
+    from engine.cli.progress import MODES as VIEWS
+
+    assert tuple(HANDLERS) == MODES
+    assert VIEWS == PROGRESS_VIEWS
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        pytest.param("lease.ttl_seconds=1", "lease.ttl_seconds", id="lease"),
+        pytest.param("status.runs=none", "status.runs", id="runs"),
+        pytest.param("mode=plan", "mode", id="mode"),
+    ],
+)
+def test_the_command_line_exits_2_naming_the_key_before_spark_starts(
+    override: str, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.runtime.session
+
+    def no_spark(*_: Any, **__: Any) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(engine.runtime.session, "build_session", no_spark)
+    code, summary, err = run_cli(JOBS, "job=demo/orders", f"warehouse={tmp_path}", override)
+    assert (code, summary["status"]) == (EXIT_CONFIG, "CONFIG_ERROR")
+    assert f"key `{key}`" in summary["message"] and f"key `{key}`" in err
