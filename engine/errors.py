@@ -1,4 +1,10 @@
-"""The root of every error the engine raises on purpose, and the exit code each maps to."""
+"""The root of every error the engine raises on purpose, and the exit code each maps to.
+
+Each package that raises its own errors keeps them in its ``errors.py`` (:mod:`engine.commit.errors`,
+:mod:`engine.copy.errors`, :mod:`engine.state.errors`), every one under :class:`EngineError`.
+``transient`` says whether doing the same again may succeed: only transient errors are retried
+(:func:`engine.state.conflicts.is_transient` classifies the foreign ones, Delta's commit conflicts).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,18 @@ EXIT_SIGNALLED = 128
 
 
 class EngineError(Exception):
-    """Root of the engine's errors. ``exit_code`` is what the CLI exits with."""
+    """Root of the engine's errors. ``exit_code`` is what the CLI exits with; ``transient`` whether
+    the action that raised it may be retried as it is (never, unless a subclass says so)."""
 
     exit_code = EXIT_JOB_FAILED
     transient = False
+
+
+class TransientError(EngineError):
+    """An error that doing the same again may not meet (another writer's concurrent commit): the
+    action that raised it wrote nothing and is retried."""
+
+    transient = True
 
 
 class ConfigError(EngineError):

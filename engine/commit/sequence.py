@@ -8,6 +8,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from engine.commit.errors import StepFailed
 from engine.commit.killpoints import kill_point
 from engine.commit.log import SEQUENCE, Batch
 from engine.commit.steps import CommitStep, SetWatermarks, StepContext
@@ -50,10 +51,3 @@ class CommitSequence:
                     raise StepFailed(i, step, exc) from exc
             kill_point(f"after_step:{i}", self.dag)
         kill_point("before_done", self.dag)
-
-
-class StepFailed(Exception):
-    def __init__(self, index: int, step: CommitStep, cause: BaseException) -> None:
-        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-        super().__init__(f"step {index} ({step.describe()}) failed: {first}")
-        self.index = index

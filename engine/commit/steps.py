@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import functions as F
 
+from engine.commit.errors import StepError
 from engine.commit.fs import HadoopFs
-from engine.errors import EngineError
 from engine.state import watermarks
 from engine.state.store import DatasetState, FileRead, MetadataStore, utcnow
 
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-
-class StepError(EngineError):
-    """A commit step cannot be done (a staged file is missing, a write was refused)."""
 
 
 @dataclass

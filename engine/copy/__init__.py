@@ -1,8 +1,9 @@
 """Copy jobs: dataset finders, copy listing, byte transforms, file-set publisher.
 
 This module holds what the byte transforms (:mod:`engine.copy.transforms`) and the age format
-(:mod:`engine.copy.age`) share: their error and the pull-based stream over byte chunks they are built
-from. A transform is a generator from chunks to chunks; nothing is computed before it is read.
+(:mod:`engine.copy.age`) share: their error (:mod:`engine.copy.errors`) and the pull-based stream
+over byte chunks they are built from. A transform is a generator from chunks to chunks; nothing is
+computed before it is read.
 """
 
 from __future__ import annotations
@@ -13,16 +14,9 @@ from typing import BinaryIO
 
 from typing_extensions import Buffer
 
-from engine.errors import EngineError
+from engine.copy.errors import TransformError
 
 __all__ = ["ChunkStream", "TransformError", "chunk_stream", "read_chunks"]
-
-
-class TransformError(EngineError):
-    """A stream could not be transformed (corrupt gzip or archive, wrong key, unsafe member path).
-
-    Its message says what; the caller adds the file. Never transient: the same bytes fail again.
-    """
 
 
 class ChunkStream(io.RawIOBase):

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import pyarrow.fs as pafs
 
-from engine.errors import ConfigError
+from engine.copy.errors import FileSystemConfigError
 from engine.gcpause import gc_paused
 
 __all__ = [
@@ -66,15 +66,6 @@ _GCS = ("gs", "gcs")
 _FROM_URI = ("hdfs", "viewfs", "abfs", "abfss")
 _OBJECT_STORES = ("s3", "gcs")  # pyarrow type names of stores without real directories
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
-
-
-class FileSystemConfigError(ConfigError, ValueError):
-    """A URL or option that names no usable file system. ``url`` (secrets masked) and ``option`` say where."""
-
-    def __init__(self, message: str, *, url: str, option: str | None = None) -> None:
-        super().__init__(message)
-        self.url = url
-        self.option = option
 
 
 @dataclass(frozen=True)

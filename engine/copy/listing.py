@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from engine.copy.errors import ListingError
 from engine.copy.fs import Listed, Location, list_files
 from engine.copy.manifest import Entry
 from engine.copy.transforms import renamed
@@ -35,10 +36,6 @@ log = logging.getLogger(__name__)
 
 STAGING = "_engine_staging"
 """The directory below the target root where files are staged (never listed, never copied)."""
-
-
-class ListingError(Exception):
-    """A dataset cannot be listed or diffed safely (its message says why); that dataset fails."""
 
 
 @dataclass(frozen=True)

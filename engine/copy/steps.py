@@ -23,7 +23,8 @@ from typing import ClassVar
 
 import pyarrow.fs as pafs
 
-from engine.commit.steps import CommitStep, StepContext, StepError
+from engine.commit.errors import StepError
+from engine.commit.steps import CommitStep, StepContext
 from engine.copy.copier import staged_file
 from engine.copy.fs import Location, resolve
 

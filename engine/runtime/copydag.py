@@ -42,13 +42,13 @@ from engine.copy.copier import (
     reusable,
     staged_entries,
 )
+from engine.copy.errors import ListingError
 from engine.copy.fs import resolve
 from engine.copy.listing import (
     STAGING,
     CopyableFile,
     Dataset,
     DatasetListing,
-    ListingError,
     copyable_files,
     diff,
     find_datasets,

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError, EngineError
+from engine.state.conflicts import is_transient
 from engine.state.damage import find_damage
 from engine.state.errors import MetadataDamagedError
 
@@ -48,34 +49,17 @@ more slowly: 100 runs made each read about 50 ms instead of 4."""
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-TRANSIENT = (
-    "ConcurrentAppendException",
-    "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException",
-    "MetadataChangedException",
-    "ProtocolChangedException",
-    "ConcurrentWriteException",
-    "FileAlreadyExistsException",
-    "DELTA_CONCURRENT",
-    "DELTA_METADATA_CHANGED",
-    "DELTA_PROTOCOL_CHANGED",
-    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",  # another job is creating the same table right now
-    "CommitFailedError",  # delta-rs: its own retries of a concurrent commit ran out
-)
-"""Conflicts another writer's commit can cause; the write is retried (the table only grows, so
-a retry never loses or doubles a row: the failed commit wrote nothing)."""
-
 
 def retry_conflicts(action: Callable[[], T], *, what: str, attempts: int = 8, any_error: bool = False) -> T:
-    """Run ``action``, retrying Delta's transient concurrency conflicts with jittered backoff
-    (``any_error``: every error, for idempotent actions such as creating or inspecting a table
+    """Run ``action``, retrying transient errors (:func:`~engine.state.conflicts.is_transient`:
+    Delta's concurrency conflicts) with jittered backoff (``any_error``: every error but the
+    engine's own non-transient ones, for idempotent actions such as creating or inspecting a table
     another job may be creating at this very moment)."""
     for attempt in range(1, attempts + 1):
         try:
             return action()
         except Exception as exc:
-            text = f"{type(exc).__name__}: {exc}"
-            transient = (any_error and not isinstance(exc, EngineError)) or any(name in text for name in TRANSIENT)
+            transient = (any_error and not isinstance(exc, EngineError)) or is_transient(exc)
             if attempt == attempts or not transient:
                 raise
             delay = min(5.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.5)
