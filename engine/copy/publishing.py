@@ -14,10 +14,10 @@ import posixpath
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from engine.copy.copier import FAILED, Copied, CopyOptions
 from engine.copy.fs import Location
 from engine.copy.listing import CopyableFile, DatasetListing
 from engine.copy.manifest import Entry
+from engine.copy.options import FAILED, Copied, CopyOptions
 from engine.copy.steps import DeleteTargetFiles, PublishFileSet
 
 

@@ -25,8 +25,8 @@ import pyarrow.fs as pafs
 
 from engine.commit.errors import StepError
 from engine.commit.steps import CommitStep, StepContext
-from engine.copy.copier import staged_file
 from engine.copy.fs import Location, resolve
+from engine.copy.staging import staged_file
 
 LOCATIONS: dict[str, Location] = {}
 """File systems of the running job's copy DAGs by URL (with their options and credentials)."""

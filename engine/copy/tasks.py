@@ -7,8 +7,8 @@ from __future__ import annotations
 import heapq
 import math
 
-from engine.copy.copier import CopyItem
 from engine.copy.listing import CopyableFile
+from engine.copy.options import CopyItem
 
 
 def blocks(f: CopyableFile, target_root: str, *, block_size: int) -> list[CopyItem]:
