@@ -77,35 +77,10 @@ def run_task(
     run_id = new_run_id()
     job = app.job_choice or "?"
     stop = stop or Stop()
-    summary: dict[str, Any]
     try:
-        if stop.is_set():  # a multirun asked to stop starts no further run
-            summary = {"run_id": run_id, "job": job, "status": "CANCELLED", "message": stop.reason}
-        else:
-            with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
-                summary = _execute(app, run_id, stop)
-        code = EXIT_OK if summary["status"] in OK_STATUSES else EXIT_JOB_FAILED
-        if summary["status"] == "CANCELLED":
-            code = EXIT_SIGNALLED + (stop.signum or 15)
-    except EngineError as exc:
-        if isinstance(exc, ConfigError):
-            exc.in_file(app.job_file)
-        _report(exc, debug)
-        summary = {
-            "run_id": run_id,
-            "job": job,
-            "status": "CONFIG_ERROR"
-            if isinstance(exc, ConfigError)
-            else "BUSY"
-            if isinstance(exc, JobBusyError)
-            else "FAILED",
-            "message": str(exc),
-        }
-        code = exc.exit_code
-    except Exception as exc:  # an unexpected failure still ends in one message and a summary
-        _report(exc, debug)
-        summary = {"run_id": run_id, "job": job, "status": "FAILED", "message": str(exc).strip().splitlines()[0]}
-        code = EXIT_JOB_FAILED
+        summary, code = _outcome(app, run_id, job, stop)
+    except Exception as exc:  # an unexpected failure too ends in one message and a summary
+        summary, code = _failure(exc, app, run_id, job, debug)
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
     if summary.get("dags") and isinstance(summary["dags"][0], dict) and app.data.get("progress") != "off":
         print(table(summary), flush=True)
@@ -117,6 +92,31 @@ def run_task(
 
 def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def _outcome(app: AppConfig, run_id: str, job: str, stop: Stop) -> tuple[dict[str, Any], int]:
+    """The summary of a run that raised nothing, and its exit code."""
+    if stop.is_set():  # a multirun asked to stop starts no further run
+        summary = {"run_id": run_id, "job": job, "status": "CANCELLED", "message": stop.reason}
+    else:
+        with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
+            summary = _execute(app, run_id, stop)
+    code = EXIT_OK if summary["status"] in OK_STATUSES else EXIT_JOB_FAILED
+    if summary["status"] == "CANCELLED":
+        code = EXIT_SIGNALLED + (stop.signum or 15)
+    return summary, code
+
+
+def _failure(exc: Exception, app: AppConfig, run_id: str, job: str, debug: bool) -> tuple[dict[str, Any], int]:
+    """The summary of a run that raised ``exc`` (reported on stderr), and its exit code."""
+    if isinstance(exc, ConfigError):
+        exc.in_file(app.job_file)
+    _report(exc, debug)
+    if not isinstance(exc, EngineError):
+        first = str(exc).strip().splitlines()[0]
+        return {"run_id": run_id, "job": job, "status": "FAILED", "message": first}, EXIT_JOB_FAILED
+    status = "CONFIG_ERROR" if isinstance(exc, ConfigError) else "BUSY" if isinstance(exc, JobBusyError) else "FAILED"
+    return {"run_id": run_id, "job": job, "status": status, "message": str(exc)}, exc.exit_code
 
 
 def _execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
