@@ -26,10 +26,10 @@ from engine.config import AppConfig, run_app
 from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
 from engine.runtime.progress import Board
 from engine.runtime.stop import Stop
+from engine.state.status import Status, multirun_outcome
 
 log = logging.getLogger("engine")
 MODES = ("run", "validate", "status", "checkpoint", "commit")
-OK_STATUSES = ("SUCCEEDED", "VALID", "OK", "CHANGED")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -61,10 +61,8 @@ def compose_and_run(argv: list[str], task: Callable[[AppConfig], int]) -> int:
 
 def multirun_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The last line of a multirun: every run, in order, without its per-DAG detail."""
-    statuses = {r.get("status") for r in runs}
-    status = "SUCCEEDED" if statuses <= set(OK_STATUSES) else "CANCELLED" if "CANCELLED" in statuses else "FAILED"
     return {
-        "status": status,
+        "status": multirun_outcome(r.get("status") for r in runs),
         "runs": [{k: v for k, v in r.items() if k != "dags"} for r in runs],
         "failed_runs": sum(1 for r in runs if r.get("exit_code")),
     }
@@ -86,7 +84,7 @@ def run_task(
             summary = {"run_id": run_id, "job": job, "status": "CANCELLED", "message": stop.reason}
         else:
             summary = _execute(app, run_id, stop)
-        code = EXIT_OK if summary["status"] in OK_STATUSES else EXIT_JOB_FAILED
+        code = EXIT_OK if Status.of(summary["status"]).ok else EXIT_JOB_FAILED
         if summary["status"] == "CANCELLED":
             code = EXIT_SIGNALLED + (stop.signum or 15)
     except EngineError as exc:
