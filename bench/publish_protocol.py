@@ -38,6 +38,7 @@ def _direct_classes() -> tuple[type, type]:
     """A JobDag that writes its sinks directly, and a metadata manager without the commit log."""
     from engine.runtime.jobdag import JobDag
     from engine.runtime.metadata import MetadataManager
+    from engine.runtime.publisher import Publisher
     from engine.sinks.error_table import ErrorTable
     from engine.state.store import DatasetState, DatasetStatus, utcnow
 
@@ -57,10 +58,7 @@ def _direct_classes() -> tuple[type, type]:
                 )
             return [], written
 
-    class DirectMetadata(MetadataManager):
-        def begin(self, dag: Any, units: Any, batch: Any, *, reused: bool) -> None:
-            return None
-
+    class DirectPublisher(Publisher):
         def commit(self, dag: Any, result: Any, batch: Any) -> Any:
             now = utcnow()
             saved = [
@@ -69,9 +67,19 @@ def _direct_classes() -> tuple[type, type]:
                 if o.status == DatasetStatus.COMMITTED and (h := dag.source.actual_high(o.unit)) is not None
             ]
             if saved:
-                self.store.save_state(saved)
-            self.store.add_job_status([self._status_row(dag, o, {}) for o in result.datasets])
+                self.state.save_state(saved)
+            self.status.add_job_status([self._status_row(dag, o, {}) for o in result.datasets])
             return result
+
+    class DirectMetadata(MetadataManager):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.publisher = DirectPublisher(
+                spark=self.spark, state=self.store, status=self.store, commit_log=self.commit_log
+            )
+
+        def begin(self, dag: Any, units: Any, batch: Any, *, reused: bool) -> None:
+            return None
 
     return DirectDag, DirectMetadata
 

@@ -93,8 +93,8 @@ def timed_run(spark: Any, spec: Any, store: Any, run_id: str) -> dict[str, float
     manager.begin(dag, plan.units, batch, reused=False)
     result = dag.run(spark, plan, batch)
     t3 = time.perf_counter()
-    result = manager.commit(dag, result, batch)
-    manager.finish([result], start=manager.now)
+    result = manager.publisher.commit(dag, result, batch)
+    manager.publisher.finish([result], start=manager.now)
     t4 = time.perf_counter()
     if result.status != "SUCCEEDED":
         sys.exit(f"run {run_id} failed: {result.message}")

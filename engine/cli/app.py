@@ -24,9 +24,9 @@ from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
 from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
 from engine.runtime.stop import Stop
+from engine.state.status import Status, multirun_outcome
 
 log = logging.getLogger("engine")
-OK_STATUSES = ("SUCCEEDED", "VALID", "OK", "CHANGED")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -58,10 +58,8 @@ def compose_and_run(argv: list[str], task: Callable[[AppConfig], int]) -> int:
 
 def multirun_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The last line of a multirun: every run, in order, without its per-DAG detail."""
-    statuses = {r.get("status") for r in runs}
-    status = "SUCCEEDED" if statuses <= set(OK_STATUSES) else "CANCELLED" if "CANCELLED" in statuses else "FAILED"
     return {
-        "status": status,
+        "status": multirun_outcome(r.get("status") for r in runs),
         "runs": [{k: v for k, v in r.items() if k != "dags"} for r in runs],
         "failed_runs": sum(1 for r in runs if r.get("exit_code")),
     }
@@ -101,7 +99,7 @@ def _outcome(app: AppConfig, run_id: str, job: str, stop: Stop) -> tuple[dict[st
     else:
         with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
             summary = _execute(app, run_id, stop)
-    code = EXIT_OK if summary["status"] in OK_STATUSES else EXIT_JOB_FAILED
+    code = EXIT_OK if Status.of(summary["status"]).ok else EXIT_JOB_FAILED
     if summary["status"] == "CANCELLED":
         code = EXIT_SIGNALLED + (stop.signum or 15)
     return summary, code

@@ -1,5 +1,7 @@
 """``mode=status`` and ``mode=checkpoint``: the job's last runs, every dataset's watermark and
-the checkpoint changes, as readable tables on stdout (the summary JSON stays the last line)."""
+the checkpoint changes, as readable tables on stdout (the summary JSON stays the last line). What
+is read is :class:`~engine.state.report.StatusReport`'s and what a change does
+:mod:`engine.state.checkpoints`'; this prints."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from engine.runtime.lost_state import lost_scopes
 from engine.state import watermarks
 from engine.state.checkpoints import CheckpointRequest, change_checkpoint, dag_of, rereads, start_over
 from engine.state.errors import START_OVER
+from engine.state.report import StatusReport
+from engine.state.status import Status
 from engine.state.store import CheckpointChange, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -24,12 +28,30 @@ def status_report(
     """Print the report and return the summary's content."""
     from engine.cli.commit_log import show_pending
 
-    flows = store.flow_status(job, limit=runs)
-    states = sorted(store.all_state(job), key=lambda s: (s.dag, s.scope != "live", s.scope, s.dataset))
-    latest = store.job_status(job, runs=1)
-    changes = store.changes(job, limit=10)
+    report = StatusReport.read(store, store, job, runs=runs)
+    _print_report(report, runs)
+    batches = show_pending(store, job, max_attempts or {})
+    lost = [x for dag in sorted(max_attempts or {}) for x in lost_scopes(store, job, dag)]
+    if lost:
+        table(
+            f"lost state: runs are refused until it is restored or `checkpoint.action={START_OVER}` acknowledges it",
+            ["dag", "scope", "datasets", "evidence"],
+            [[x.dag, x.scope, len(x.datasets), "; ".join(x.evidence)] for x in lost],
+        )
+    return {
+        "job": job,
+        "status": Status.OK,
+        "batches": batches,
+        "runs": report.runs_summary(),
+        "datasets": report.datasets_summary(),
+        "changes": len(report.changes),
+        "lost_state": [{"dag": x.dag, "scope": x.scope, "datasets": x.datasets} for x in lost],
+    }
+
+
+def _print_report(report: StatusReport, runs: int) -> None:
     table(
-        f"last {runs} runs of {job}",
+        f"last {runs} runs of {report.job}",
         ["run_id", "status", "start", "end", "datasets", "committed", "failed", "records", "message"],
         [
             [
@@ -43,7 +65,7 @@ def status_report(
                 f.records,
                 f.message[:80],
             ]
-            for f in flows
+            for f in report.flows
         ],
     )
     table(
@@ -60,7 +82,7 @@ def status_report(
                 s.committed_at,
                 s.note,
             ]
-            for s in states
+            for s in report.states
         ],
     )
     table(
@@ -68,39 +90,14 @@ def status_report(
         ["dataset", "status", "records", "bytes", "executor_s", "low", "high", "message"],
         [
             [r.dataset, r.status.value, r.records, r.bytes, r.executor_seconds, r.low, r.high, r.message[:60]]
-            for r in latest
+            for r in report.latest
         ],
     )
     table(
         "checkpoint changes",
         ["at", "user", "action", "dataset", "old", "new", "reason"],
-        [[c.changed_at, c.user, c.action, c.dataset, _shown(c.old), _shown(c.new), c.reason] for c in changes],
+        [[c.changed_at, c.user, c.action, c.dataset, _shown(c.old), _shown(c.new), c.reason] for c in report.changes],
     )
-    batches = show_pending(store, job, max_attempts or {})
-    lost = [x for dag in sorted(max_attempts or {}) for x in lost_scopes(store, job, dag)]
-    if lost:
-        table(
-            f"lost state: runs are refused until it is restored or `checkpoint.action={START_OVER}` acknowledges it",
-            ["dag", "scope", "datasets", "evidence"],
-            [[x.dag, x.scope, len(x.datasets), "; ".join(x.evidence)] for x in lost],
-        )
-    return {
-        "job": job,
-        "status": "OK",
-        "batches": batches,
-        "runs": [{"run_id": f.run_id, "status": f.status.value, "records": f.records} for f in flows],
-        "datasets": [
-            {
-                "dag": s.dag,
-                "scope": s.scope,
-                "dataset": s.dataset,
-                "watermark": s.watermark.payload() if s.watermark else None,
-            }
-            for s in states
-        ],
-        "changes": len(changes),
-        "lost_state": [{"dag": x.dag, "scope": x.scope, "datasets": x.datasets} for x in lost],
-    }
 
 
 def checkpoint(
@@ -118,7 +115,7 @@ def checkpoint(
     print(f"{change.action} {change.dataset}: {_shown(change.old)} -> {_shown(change.new)} ({change.reason})")
     out: dict[str, Any] = {
         "job": job,
-        "status": "CHANGED",
+        "status": Status.CHANGED,
         "action": change.action,
         "dataset": change.dataset,
         "old": json.loads(change.old)["value"] if change.old else None,
@@ -161,7 +158,7 @@ def _start_over(
         print(f"{START_OVER} {dag} ({x.scope}): {len(x.datasets)} dataset(s) will be read from their beginning")
     return {
         "job": job,
-        "status": "CHANGED",
+        "status": Status.CHANGED,
         "action": START_OVER,
         "dag": dag,
         "scopes": {x.scope: x.datasets for x in lost},

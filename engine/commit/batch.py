@@ -17,7 +17,7 @@ class BatchRef:
     dag: str
     number: int
     epoch: str = ""
-    """The commit log's epoch (:meth:`~engine.state.store.MetadataStore.log_epoch`)."""
+    """The commit log's epoch (:meth:`~engine.state.store.CommitLogStore.log_epoch`)."""
     user_metadata: str = ""
 
     @property

@@ -15,15 +15,23 @@ A sequence without ``done`` or ``abandoned`` is *unfinished*; recovery replays i
 plans new work. After ``max_attempts`` failed attempts since the last release the batch is
 *quarantined*: its DAG is skipped (the rest of the job goes on) until an operator releases or
 abandons it.
+
+:class:`CommitLog` owns every transition (``plan``, ``sequence``, ``attempt``, ``done``,
+``released``, ``abandoned``) and is the only place these rows are built; each write is one append
+(one Delta commit), which is what makes a transition atomic.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.state.store import LogRow
+from engine.state.rows import LogRow, utcnow
+from engine.state.store import CommitLogStore
+
+if TYPE_CHECKING:
+    from engine.commit.sequence import CommitSequence
 
 PLAN, SEQUENCE, ATTEMPT, DONE, RELEASED, ABANDONED = "plan", "sequence", "attempt", "done", "released", "abandoned"
 CLOSED = (DONE, ABANDONED)
@@ -141,3 +149,61 @@ def pending(rows: list[LogRow], max_attempts: dict[str, int]) -> list[Pending]:
                 )
             )
     return out
+
+
+MESSAGE_LIMIT = 4000
+"""How much of a failed attempt's error a row keeps."""
+
+
+class CommitLog:
+    """The commit log of one job as one run sees it: the rows read when the run started plus those
+    it wrote since. Transitions build rows (each stamped with the run and the time); :meth:`write`
+    appends rows in one commit, so rows that must land together (an ``abandoned`` stale plan and
+    the new ``plan``) are passed together."""
+
+    def __init__(self, store: CommitLogStore, job: str, run_id: str, rows: list[LogRow] | None = None) -> None:
+        self.store = store
+        self.job = job
+        self.run_id = run_id
+        self.rows = store.read_log(job) if rows is None else rows
+
+    def dag(self, dag: str) -> DagLog:
+        return DagLog(dag, self.rows)
+
+    def pending(self, max_attempts: dict[str, int]) -> list[Pending]:
+        return pending(self.rows, max_attempts)
+
+    def write(self, *rows: LogRow) -> None:
+        """Append ``rows`` in one commit, then to this run's view of the log."""
+        self.store.append_log(list(rows))
+        self.rows.extend(rows)
+
+    # -- transitions: each builds the row that records it ---------------------------------------
+
+    def plan(self, dag: str, scope: str, batch: int, body: dict[str, Any]) -> LogRow:
+        """The batch's work units, stored before any data is read."""
+        return self._row(dag, scope, batch, PLAN, body=json.dumps(body))
+
+    def sequence(self, sequence: CommitSequence) -> LogRow:
+        """The batch's commit steps, stored before any of them runs."""
+        body = {"datasets": sequence.datasets, "steps": [s.to_json() for s in sequence.steps]}
+        return self._row(sequence.dag, sequence.scope, sequence.batch, SEQUENCE, body=json.dumps(body))
+
+    def attempt(self, dag: str, scope: str, batch: int, error: str) -> LogRow:
+        """A run of the sequence failed with ``error``."""
+        return self._row(dag, scope, batch, ATTEMPT, message=error[:MESSAGE_LIMIT])
+
+    def done(self, dag: str, scope: str, batch: int, note: str = "") -> LogRow:
+        """Every step is done (``note``: how, when not by this run's own sequence)."""
+        return self._row(dag, scope, batch, DONE, message=note)
+
+    def released(self, pending: Pending, why: str) -> LogRow:
+        """An operator reset a quarantined batch's failed attempts: the next run retries it."""
+        return self._row(pending.dag, pending.scope, pending.batch, RELEASED, message=why)
+
+    def abandoned(self, dag: str, scope: str, batch: int, why: str) -> LogRow:
+        """The batch is dropped: an operator's decision, or a stale open plan."""
+        return self._row(dag, scope, batch, ABANDONED, message=why)
+
+    def _row(self, dag: str, scope: str, batch: int, kind: str, *, body: str = "", message: str = "") -> LogRow:
+        return LogRow(self.job, dag, scope, batch, kind, self.run_id, utcnow(), body, message)

@@ -1,18 +1,17 @@
-"""A commit sequence: one batch's steps, stored in the commit log before any runs, then run in
-order. A step already done (``verify()``) is skipped when a sequence is replayed."""
+"""A commit sequence: one batch's steps, stored in the commit log before any runs
+(:meth:`~engine.commit.log.CommitLog.sequence` builds its row), then run in order. A step already
+done (``verify()``) is skipped when a sequence is replayed."""
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from dataclasses import dataclass
 
 from engine.commit.errors import StepFailed
 from engine.commit.killpoints import kill_point
-from engine.commit.log import SEQUENCE, Batch
+from engine.commit.log import Batch
 from engine.commit.steps import CommitStep, SetWatermarks, StepContext
-from engine.state.store import LogRow, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +24,6 @@ class CommitSequence:
     batch: int
     steps: list[CommitStep]
     datasets: list[str]
-
-    def row(self, run_id: str) -> LogRow:
-        body = {"datasets": self.datasets, "steps": [s.to_json() for s in self.steps]}
-        return LogRow(self.job, self.dag, self.scope, self.batch, SEQUENCE, run_id, utcnow(), json.dumps(body))
 
     @classmethod
     def of(cls, job: str, batch: Batch) -> CommitSequence:

@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 from engine.commit.errors import StepError
 from engine.commit.fs import HadoopFs
 from engine.state import watermarks
-from engine.state.store import DatasetState, FileRead, MetadataStore, utcnow
+from engine.state.rows import DatasetState, FileRead, utcnow
+from engine.state.store import StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +39,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class StepContext:
     spark: SparkSession
-    store: MetadataStore
+    store: StateStore
+    """Where ``SetWatermarks`` and ``LogFiles`` write."""
     fs: HadoopFs
     fresh: bool = True
     """The sequence was written by this run (``False``: replayed by recovery)."""

@@ -33,6 +33,7 @@ from engine.runtime.graph import Node, Outcome, run_graph
 from engine.runtime.jobdag import DagPlan, DagResult, JobDag
 from engine.runtime.metadata import Blocked, MetadataManager
 from engine.runtime.progress import Board
+from engine.runtime.publisher import Publisher
 from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
@@ -41,6 +42,7 @@ from engine.spec.copy import CopyDagSpec
 from engine.spec.places import made_upstream
 from engine.state import RunRecord, RunStatus, RunStore
 from engine.state.runs import WriteBehind
+from engine.state.status import Status, run_outcome
 from engine.state.store import DatasetStatus, FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
 
 if TYPE_CHECKING:
@@ -63,12 +65,11 @@ class JobResult:
     """Set when the run was asked to stop."""
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
+        """The flow row's (decided once, by :meth:`Publisher.finish`), unless stopped since."""
         if self.stopped is not None and self.stopped.is_set():
-            return "CANCELLED"
-        if all(d.status == "SUCCEEDED" for d in self.dags):
-            return "SUCCEEDED"
-        return "PARTIAL" if self.flow is not None and self.flow.status.value == "PARTIAL" else "FAILED"
+            return Status.CANCELLED
+        return self.flow.status if self.flow is not None else run_outcome(d.status for d in self.dags)
 
     def summary(self) -> dict[str, Any]:
         """The one-line JSON summary's content."""
@@ -112,6 +113,10 @@ class PlannedJob:
     costs: dict[str, float] = field(default_factory=dict)
     """Each DAG's executor seconds in its last run: the bigger starts first."""
     start: datetime = field(default_factory=utcnow)
+
+    @property
+    def publisher(self) -> Publisher:
+        return self.metadata.publisher
 
 
 class JobManager:
@@ -201,7 +206,7 @@ class JobManager:
             results = [self._outcome(job, by_name[o.name], o, runs, board) for o in outcomes.values()]
             for result in results:
                 result.recovered = job.metadata.recovered.get(result.name, [])
-            flow = job.metadata.finish(results, start=job.start, cancelled=stop.is_set())  # as the run rows land
+            flow = job.publisher.finish(results, start=job.start, cancelled=stop.is_set())  # as the run rows land
         except BaseException:
             try:
                 runs.close()
@@ -300,9 +305,9 @@ class JobManager:
             if result.status != "CANCELLED":
                 board.move(dag.name, phases.PUBLISHING)
         if result.status == "CANCELLED":
-            job.metadata.record(dag, result)
+            job.publisher.record(dag, result)
             return result
-        return job.metadata.commit(dag, result, batch)
+        return job.publisher.commit(dag, result, batch)
 
     def _failed(self, job: PlannedJob, planned: PlannedDag, exc: Exception, stop: Stop, started: float) -> DagResult:
         """The result of a DAG that raised before publishing; while stopping, its Spark jobs were
@@ -311,13 +316,13 @@ class JobManager:
         if stop.is_set():
             units = planned.plan.units if planned.plan else []
             result = dag.cancelled(units, started, stop.reason)
-            job.metadata.record(dag, result)
+            job.publisher.record(dag, result)
             return result
         log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
         return DagResult(name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started)
 
     def _blocked(self, job: PlannedJob, dag: JobDag | CopyDag, stuck: Blocked, board: Board) -> DagResult:
-        job.metadata.blocked_status(dag, stuck)
+        job.publisher.blocked_status(dag, stuck)
         status = "QUARANTINED" if stuck.quarantined else "FAILED"
         board.move(dag.name, status, message=stuck.message)
         return DagResult(name=dag.name, status=status, message=stuck.message)
@@ -331,7 +336,7 @@ class JobManager:
         dag = planned.dag
         status = DatasetStatus(outcome.status)
         datasets = [u.dataset for u in planned.plan.units if not u.empty] if planned.plan else []
-        job.metadata.not_run_status(dag, status, outcome.reason, datasets)
+        job.publisher.not_run_status(dag, status, outcome.reason, datasets)
         now = utcnow()
         store.append(
             RunRecord(job.run_id, job.spec.name, dag.name, RunStatus(outcome.status), now, now, outcome.reason)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.state.errors import START_OVER
-from engine.state.store import LIVE, CheckpointChange, DatasetState, MetadataStore, utcnow
+from engine.state.rows import LIVE, CheckpointChange, DatasetState, utcnow
+from engine.state.store import StateStore
 from engine.state.watermarks import KINDS, Watermark, parse, parse_cli
 
 ACTIONS = ("show", "set", "reset", "rewind", START_OVER)
@@ -32,7 +33,7 @@ class CheckpointRequest:
 
 
 def change_checkpoint(
-    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+    store: StateStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
 ) -> CheckpointChange | None:
     """Apply ``req`` (``show`` changes nothing and returns ``None``)."""
     if req.action not in ACTIONS:
@@ -78,7 +79,7 @@ def rereads(change: CheckpointChange) -> bool:
 
 
 def start_over(
-    store: MetadataStore, job: str, dag: str, lost: dict[str, list[str]], *, reason: str | None, run_id: str
+    store: StateStore, job: str, dag: str, lost: dict[str, list[str]], *, reason: str | None, run_id: str
 ) -> CheckpointChange:
     """Acknowledge that ``dag``'s state was lost: a ``start_over`` row with no watermark for every
     dataset of every scope in ``lost`` (scope -> datasets), so the next run reads them from their
@@ -133,13 +134,11 @@ def _new_value(req: CheckpointRequest, old: Watermark | None) -> Watermark | Non
     return new.checkpointed(req.action, old)
 
 
-def _dag_of(store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest) -> str:
-    if req.dag:
-        if req.dag not in dags:
-            raise ConfigError(f"the job has no DAG `{req.dag}`; DAGs: {', '.join(dags)}", key="checkpoint.dag")
-        return req.dag
-    if len(dags) == 1:
-        return dags[0]
+def _dag_of(store: StateStore, job: str, dags: list[str], req: CheckpointRequest) -> str:
+    """The DAG a dataset's change applies to: as :func:`dag_of`, except that with several DAGs
+    and none named, the one whose live state holds the dataset."""
+    if req.dag or len(dags) == 1:
+        return dag_of(dags, req)
     owners = sorted(
         {s.dag for s in store.all_state(job) if s.dataset == req.dataset and s.scope == LIVE and s.dag in dags}
     )

@@ -6,7 +6,8 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
 from engine.state.delta_table import meta_table, prefetch
-from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStatus, RunStore, latest_per_dag
+from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStore, latest_per_dag
+from engine.state.status import Status
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,6 +46,6 @@ class DeltaRunStore(RunStore):
             return []
         names = [f.name for f in fields(RunRecord)]
         rows = self.table.check().rows(job=job)
-        records = [RunRecord(**{**{n: r[n] for n in names}, "status": RunStatus(r["status"])}) for r in rows]
+        records = [RunRecord(**{**{n: r[n] for n in names}, "status": Status(r["status"])}) for r in rows]
         records.sort(key=lambda r: (r.end_time is not None, r.end_time or r.start_time))
         return latest_per_dag(records)[:limit]

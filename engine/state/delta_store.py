@@ -17,22 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from engine.state import watermarks
 from engine.state.delta_table import MetaTable, meta_table, prefetch
-from engine.state.store import (
+from engine.state.rows import (
     LIVE,
     SCHEMA_VERSION,
     CheckpointChange,
     DatasetState,
-    DatasetStatus,
     FileKey,
     FileRead,
-    FlowState,
     FlowStatusRow,
     JobStatusRow,
     LogRow,
-    MetadataStore,
     PinnedSchema,
     last_runs,
 )
+from engine.state.status import Status
+from engine.state.store import MetadataStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,6 +66,8 @@ CHANGES_DDL = (
 
 
 class DeltaMetadataStore(MetadataStore):
+    """Every narrow store (state, status, commit log) over its own tables under one root."""
+
     def __init__(self, spark: SparkSession, root: str) -> None:
         root = root.rstrip("/")
         self.state = meta_table(spark, f"{root}/state", STATE_DDL, version=SCHEMA_VERSION, what="state")
@@ -132,14 +133,14 @@ class DeltaMetadataStore(MetadataStore):
             return []
         found = self.jobs.rows(job=job)
         keep = set(last_runs([(r["run_id"], r["start_time"]) for r in found], runs))
-        out = [JobStatusRow(**{**r, "status": DatasetStatus(r["status"])}) for r in found if r["run_id"] in keep]
+        out = [JobStatusRow(**{**r, "status": Status(r["status"])}) for r in found if r["run_id"] in keep]
         return sorted(out, key=lambda r: (r.start_time, r.dataset), reverse=True)
 
     def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]:
         if not _readable(self.flows):
             return []
         rows = sorted(self.flows.rows(job=job), key=lambda r: r["start_time"], reverse=True)[:limit]
-        return [FlowStatusRow(**{**r, "status": FlowState(r["status"])}) for r in rows]
+        return [FlowStatusRow(**{**r, "status": Status(r["status"])}) for r in rows]
 
     def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]:
         if not _readable(self.changelog):

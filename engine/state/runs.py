@@ -7,24 +7,19 @@ DAGs and many jobs can share one table.
 
 from __future__ import annotations
 
-import enum
 import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from engine.state.status import Status
+
 SCHEMA_VERSION = 1
 
 
-class RunStatus(str, enum.Enum):
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    PARTIAL = "PARTIAL"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    SKIPPED = "SKIPPED"
-    QUARANTINED = "QUARANTINED"
+RunStatus = Status
+"""The former name of a DAG's :class:`~engine.state.status.Status` in the runs table."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +27,7 @@ class RunRecord:
     run_id: str
     job: str
     dag: str
-    status: RunStatus
+    status: Status
     start_time: datetime
     end_time: datetime | None = None
     message: str = ""
@@ -40,7 +35,7 @@ class RunRecord:
     records_written: int = 0
     records_rejected: int = 0
 
-    def finished(self, status: RunStatus, *, end_time: datetime, **counts: int | str) -> RunRecord:
+    def finished(self, status: Status, *, end_time: datetime, **counts: int | str) -> RunRecord:
         return replace(self, status=status, end_time=end_time, **counts)  # type: ignore[arg-type]
 
 

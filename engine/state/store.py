@@ -1,179 +1,72 @@
-"""Per-dataset state, job and flow status, and checkpoint changes: the metadata store contract
-with an in-memory twin. :mod:`engine.state.delta_store` keeps the same in Delta tables.
+"""The metadata stores, split by noun: :class:`StateStore` (dataset state, checkpoint changes,
+the file log, pinned schemas), :class:`StatusStore` (JobStatus and FlowStatus rows; the runs
+table is :class:`~engine.state.runs.RunStore`) and :class:`CommitLogStore` (the publish protocol's
+write-ahead log). Callers depend on the one they need; :class:`MetadataStore` is all three, as
+:class:`InMemoryMetadataStore` (here) and the Delta store (:mod:`engine.state.delta_store`) are:
+the tables live side by side under ``<warehouse>/_engine/``.
 
-State rows are append-only and keyed by ``(job, dag, scope, dataset)``; the newest row of a key
-(by ``committed_at``) is the dataset's state. ``scope`` is ``live`` for scheduled runs and
-``backfill:<from>..<to>`` for a bounded backfill, whose bookkeeping never touches the live one.
+The rows are in :mod:`engine.state.rows` (re-exported here, where callers have always found them).
 """
 
 from __future__ import annotations
 
-import enum
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from datetime import datetime, timezone
 
-from engine.state.watermarks import Watermark
+from engine.state.rows import (
+    LIVE,
+    SCHEMA_VERSION,
+    CheckpointChange,
+    DatasetState,
+    DatasetStatus,
+    FileKey,
+    FileRead,
+    FlowState,
+    FlowStatusRow,
+    JobStatusRow,
+    LogRow,
+    PinnedSchema,
+    backfill_scope,
+    last_runs,
+    utcnow,
+)
 
-SCHEMA_VERSION = 1
-LIVE = "live"
-
-
-def backfill_scope(start: str | None, end: str | None) -> str:
-    return f"backfill:{start or ''}..{end or ''}"
-
-
-class DatasetStatus(str, enum.Enum):
-    COMMITTED = "COMMITTED"
-    """Read, written and its watermark advanced."""
-    EMPTY = "EMPTY"
-    """Nothing new (or throttled out this run): the watermark is carried forward unchanged."""
-    FAILED = "FAILED"
-    """This dataset failed: its watermark stays at the low watermark."""
-    ROLLED_BACK = "ROLLED_BACK"
-    """Read fine, but the run did not commit (``policy = full`` and another dataset failed)."""
-    QUARANTINED = "QUARANTINED"
-    """Its DAG's last batch could not be published after ``publish.max_attempts`` tries: the DAG
-    is skipped until an operator releases or abandons the batch (``mode=commit``)."""
-    CANCELLED = "CANCELLED"
-    """The run was stopped (SIGTERM/SIGINT) before this dataset was published: nothing of it is
-    visible and its watermark stays; the next run reads it again."""
-    SKIPPED = "SKIPPED"
-    """Not run: a DAG it runs ``after`` did not succeed."""
-
-
-class FlowState(str, enum.Enum):
-    SUCCEEDED = "SUCCEEDED"
-    PARTIAL = "PARTIAL"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
-
-@dataclass(frozen=True)
-class DatasetState:
-    job: str
-    dag: str
-    scope: str
-    dataset: str
-    watermark: Watermark | None
-    run_id: str
-    committed_at: datetime
-    note: str = ""
-    """Why the row was written: ``run``, or the checkpoint action that wrote it."""
+__all__ = [
+    "LIVE",
+    "SCHEMA_VERSION",
+    "CheckpointChange",
+    "CommitLogStore",
+    "DatasetState",
+    "DatasetStatus",
+    "FileKey",
+    "FileRead",
+    "FlowState",
+    "FlowStatusRow",
+    "InMemoryMetadataStore",
+    "JobStatusRow",
+    "LogRow",
+    "MetadataStore",
+    "PinnedSchema",
+    "StateStore",
+    "StatusStore",
+    "backfill_scope",
+    "last_runs",
+    "utcnow",
+]
 
 
-@dataclass(frozen=True)
-class JobStatusRow:
-    """One dataset in one run (Gobblin's JobStatus)."""
+class _Located:
+    """Every store names its tables' places in messages."""
 
-    run_id: str
-    job: str
-    dag: str
-    scope: str
-    dataset: str
-    status: DatasetStatus
-    message: str
-    records: int
-    bytes: int
-    executor_seconds: float
-    low: str | None
-    high: str | None
-    start_time: datetime
-    end_time: datetime
+    def location(self, table: str) -> str:
+        """Where metadata table ``table`` (``state``, ``commit_log``, ...) lives, for messages."""
+        return f"_engine/{table}"
 
 
-@dataclass(frozen=True)
-class FlowStatusRow:
-    """One run of a job (Gobblin's FlowStatus)."""
-
-    run_id: str
-    job: str
-    status: FlowState
-    message: str
-    datasets: int
-    committed: int
-    failed: int
-    records: int
-    start_time: datetime
-    end_time: datetime
-
-
-@dataclass(frozen=True)
-class CheckpointChange:
-    job: str
-    dag: str
-    dataset: str
-    action: str
-    old: str | None
-    new: str | None
-    reason: str
-    user: str
-    changed_at: datetime
-
-
-@dataclass(frozen=True)
-class LogRow:
-    """One entry of the commit log (the publish protocol's write-ahead log, see
-    :mod:`engine.commit.log`): a batch's ``plan``, its ``sequence`` of commit steps, a failed
-    ``attempt``, ``done``, or an operator's ``released``/``abandoned``."""
-
-    job: str
-    dag: str
-    scope: str
-    batch: int
-    kind: str
-    run_id: str
-    at: datetime
-    body: str = ""
-    """JSON: the plan's work units, the sequence's steps."""
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class FileRead:
-    """One file of a dataset in the file log: read by a committed batch (or skipped on purpose,
-    with a ``note`` saying why). A file counts as read while its path, modification time and size
-    are those logged; rewritten in place, it is a new file."""
-
-    job: str
-    dag: str
-    scope: str
-    dataset: str
-    path: str
-    mtime_ms: int
-    size: int
-    batch: int
-    run_id: str
-    read_at: datetime
-    note: str = ""
-
-    @property
-    def key(self) -> FileKey:
-        return (self.path, self.mtime_ms, self.size)
-
-
-FileKey = tuple[str, int, int]
-"""A file as the file log knows it: (path, modification time in ms, size)."""
-
-
-@dataclass(frozen=True)
-class PinnedSchema:
-    """A DAG's source schema inferred from its first files, kept so later runs read with the
-    same types (a source that declares none would otherwise infer anew from each run's files)."""
-
-    job: str
-    dag: str
-    fingerprint: str
-    """What the inference depended on (format, reader options): another one infers again."""
-    ddl: str
-    run_id: str
-    pinned_at: datetime
-
-
-class MetadataStore(ABC):
-    """Where dataset state, status and the commit log live."""
+class StateStore(_Located, ABC):
+    """What the datasets have read: their watermarks (with who changed them by hand), the files
+    each read, and the schemas pinned for sources that infer theirs."""
 
     @abstractmethod
     def load_state(self, job: str, dag: str, scope: str = LIVE) -> dict[str, DatasetState]:
@@ -184,35 +77,14 @@ class MetadataStore(ABC):
         """Append ``rows`` in one commit (all or nothing)."""
 
     @abstractmethod
-    def add_job_status(self, rows: list[JobStatusRow]) -> None: ...
-
-    @abstractmethod
-    def add_flow_status(self, row: FlowStatusRow) -> None: ...
+    def all_state(self, job: str) -> list[DatasetState]:
+        """The newest state of every ``(dag, scope, dataset)`` of ``job``."""
 
     @abstractmethod
     def add_change(self, change: CheckpointChange) -> None: ...
 
     @abstractmethod
-    def job_status(self, job: str, *, runs: int = 5) -> list[JobStatusRow]:
-        """The dataset rows of the last ``runs`` runs of ``job``, newest first."""
-
-    @abstractmethod
-    def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]: ...
-
-    @abstractmethod
     def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]: ...
-
-    @abstractmethod
-    def all_state(self, job: str) -> list[DatasetState]:
-        """The newest state of every ``(dag, scope, dataset)`` of ``job``."""
-
-    @abstractmethod
-    def append_log(self, rows: list[LogRow]) -> None:
-        """Append commit-log rows in one commit."""
-
-    @abstractmethod
-    def read_log(self, job: str) -> list[LogRow]:
-        """Every commit-log row of ``job``, oldest first."""
 
     @abstractmethod
     def log_files(self, rows: list[FileRead]) -> None:
@@ -227,6 +99,10 @@ class MetadataStore(ABC):
         """Whether batch ``batch`` of ``(job, dag, scope)`` has logged its files."""
 
     @abstractmethod
+    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
+        """How many files each batch of ``(job, dag, scope)`` logged, by batch number."""
+
+    @abstractmethod
     def pinned_schema(self, job: str, dag: str) -> PinnedSchema | None:
         """The newest schema pinned for ``(job, dag)``'s source, if any."""
 
@@ -234,18 +110,44 @@ class MetadataStore(ABC):
     def pin_schema(self, row: PinnedSchema) -> None:
         """Keep ``row`` as ``(job, dag)``'s source schema (the newest pin wins)."""
 
+
+class StatusStore(_Located, ABC):
+    """How each run went: one JobStatus row per dataset and run, one FlowStatus row per run."""
+
     @abstractmethod
-    def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
-        """How many files each batch of ``(job, dag, scope)`` logged, by batch number."""
+    def add_job_status(self, rows: list[JobStatusRow]) -> None: ...
+
+    @abstractmethod
+    def add_flow_status(self, row: FlowStatusRow) -> None: ...
+
+    @abstractmethod
+    def job_status(self, job: str, *, runs: int = 5) -> list[JobStatusRow]:
+        """The dataset rows of the last ``runs`` runs of ``job``, newest first."""
+
+    @abstractmethod
+    def flow_status(self, job: str, *, limit: int = 10) -> list[FlowStatusRow]: ...
+
+
+class CommitLogStore(_Located, ABC):
+    """Where :class:`~engine.commit.log.CommitLog` keeps its rows."""
+
+    @abstractmethod
+    def append_log(self, rows: list[LogRow]) -> None:
+        """Append commit-log rows in one commit."""
+
+    @abstractmethod
+    def read_log(self, job: str) -> list[LogRow]:
+        """Every commit-log row of ``job``, oldest first."""
 
     @abstractmethod
     def log_epoch(self) -> str:
         """A random id drawn when the commit log was created. Delta sinks' ``txnAppId`` carries
         it: batch numbers restart with a new log, and must not collide with an old log's."""
 
-    def location(self, table: str) -> str:
-        """Where metadata table ``table`` (``state``, ``commit_log``, ...) lives, for messages."""
-        return f"_engine/{table}"
+
+class MetadataStore(StateStore, StatusStore, CommitLogStore):
+    """Every metadata table of a warehouse: what a run is given, to hand each part the store it
+    needs."""
 
 
 class InMemoryMetadataStore(MetadataStore):
@@ -336,16 +238,3 @@ class InMemoryMetadataStore(MetadataStore):
 
     def log_epoch(self) -> str:
         return self.epoch
-
-
-def last_runs(runs: list[tuple[str, datetime]], n: int) -> list[str]:
-    """The ids of the ``n`` newest runs among ``(run_id, start)`` pairs."""
-    first_seen: dict[str, datetime] = {}
-    for run_id, start in runs:
-        first_seen[run_id] = min(start, first_seen.get(run_id, start))
-    return [r for r, _ in sorted(first_seen.items(), key=lambda kv: kv[1], reverse=True)[:n]]
-
-
-def utcnow() -> datetime:
-    """Naive UTC, microseconds: how every time in the metadata tables is kept."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)

@@ -1,5 +1,6 @@
-"""The metadata-store contract (state, status, checkpoint changes), run against the in-memory twin
-and the Delta store; the Delta tables are also read back with delta-rs."""
+"""The metadata-store contracts, one per narrow store (state, status, commit log), run against the
+in-memory twin and the Delta store, which implement all three; the Delta tables are also read back
+with delta-rs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from engine.errors import ConfigError
 from engine.state.store import (
     LIVE,
     CheckpointChange,
+    CommitLogStore,
     DatasetState,
     DatasetStatus,
     FileRead,
@@ -21,8 +23,11 @@ from engine.state.store import (
     FlowStatusRow,
     InMemoryMetadataStore,
     JobStatusRow,
+    LogRow,
     MetadataStore,
     PinnedSchema,
+    StateStore,
+    StatusStore,
 )
 from engine.state.watermarks import FileWatermark, LongWatermark, TimestampWatermark
 
@@ -38,8 +43,10 @@ def status(run: str, dataset: str, minute: int) -> JobStatusRow:
     return JobStatusRow(run, "j", "d", LIVE, dataset, DatasetStatus.COMMITTED, "", 5, 50, 0.5, "1", "2", at, at)
 
 
-class MetadataStoreContract:
-    def store(self) -> MetadataStore:
+class StateStoreContract:
+    """Every :class:`StateStore` passes these."""
+
+    def store(self) -> StateStore:
         raise NotImplementedError
 
     def test_the_newest_row_per_dataset_wins_and_scopes_and_dags_are_separate(self) -> None:
@@ -60,20 +67,11 @@ class MetadataStoreContract:
         store.save_state([state("f", mark, 1)])
         assert store.load_state("j", "d")["f"].watermark == mark
 
-    def test_job_status_keeps_the_last_runs_newest_first(self) -> None:
-        store = self.store()
-        for minute, run in enumerate(("r1", "r2", "r3")):
-            store.add_job_status([status(run, "a", minute), status(run, "b", minute)])
-        rows = store.job_status("j", runs=2)
-        assert [(r.run_id, r.dataset) for r in rows] == [("r3", "b"), ("r3", "a"), ("r2", "b"), ("r2", "a")]
-
-    def test_flow_status_and_changes_newest_first(self) -> None:
+    def test_checkpoint_changes_newest_first(self) -> None:
         store = self.store()
         for minute in (1, 3, 2):
             at = T0 + timedelta(minutes=minute)
-            store.add_flow_status(FlowStatusRow(f"r{minute}", "j", FlowState.PARTIAL, "", 2, 1, 1, 9, at, at))
             store.add_change(CheckpointChange("j", "d", "a", "set", None, "{}", "why", "me", at))
-        assert [f.run_id for f in store.flow_status("j", limit=2)] == ["r3", "r2"]
         assert [c.changed_at.minute for c in store.changes("j")] == [3, 2, 1]
 
     def test_the_file_log_holds_each_dataset_files_by_path_mtime_and_size(self) -> None:
@@ -102,17 +100,64 @@ class MetadataStoreContract:
         assert store.pinned_schema("k", "d") is None
 
 
+class StatusStoreContract:
+    """Every :class:`StatusStore` passes these."""
+
+    def store(self) -> StatusStore:
+        raise NotImplementedError
+
+    def test_job_status_keeps_the_last_runs_newest_first(self) -> None:
+        store = self.store()
+        for minute, run in enumerate(("r1", "r2", "r3")):
+            store.add_job_status([status(run, "a", minute), status(run, "b", minute)])
+        rows = store.job_status("j", runs=2)
+        assert [(r.run_id, r.dataset) for r in rows] == [("r3", "b"), ("r3", "a"), ("r2", "b"), ("r2", "a")]
+        assert rows[0].status is DatasetStatus.COMMITTED
+
+    def test_flow_status_newest_first(self) -> None:
+        store = self.store()
+        for minute in (1, 3, 2):
+            at = T0 + timedelta(minutes=minute)
+            store.add_flow_status(FlowStatusRow(f"r{minute}", "j", FlowState.PARTIAL, "", 2, 1, 1, 9, at, at))
+        flows = store.flow_status("j", limit=2)
+        assert [f.run_id for f in flows] == ["r3", "r2"]
+        assert flows[0].status is FlowState.PARTIAL
+
+
+class CommitLogStoreContract:
+    """Every :class:`CommitLogStore` passes these."""
+
+    def store(self) -> CommitLogStore:
+        raise NotImplementedError
+
+    def test_the_log_of_a_job_reads_back_oldest_first(self) -> None:
+        store = self.store()
+        rows = [
+            LogRow("j", "d", LIVE, 1, "plan", "r1", T0, '{"units": []}'),
+            LogRow("k", "d", LIVE, 1, "plan", "r1", T0 + timedelta(minutes=1)),
+            LogRow("j", "d", LIVE, 1, "attempt", "r1", T0 + timedelta(minutes=2), "", "boom"),
+        ]
+        store.append_log(rows[:2])
+        store.append_log(rows[2:])
+        assert store.read_log("j") == [rows[0], rows[2]]
+        assert store.read_log("nobody") == []
+
+    def test_the_epoch_stays_the_same_for_the_log(self) -> None:
+        store = self.store()
+        assert store.log_epoch() and store.log_epoch() == store.log_epoch()
+
+
 def read(dataset: str, path: str, batch: int, *, mtime: int = 1000, size: int = 10, **key: str) -> FileRead:
     where = {"dag": "d", "scope": LIVE, **key}
     return FileRead("j", where["dag"], where["scope"], dataset, path, mtime, size, batch, f"r{batch}", T0)
 
 
-class TestInMemoryMetadataStore(MetadataStoreContract):
+class TestInMemoryMetadataStore(StateStoreContract, StatusStoreContract, CommitLogStoreContract):
     def store(self) -> MetadataStore:
         return InMemoryMetadataStore()
 
 
-class TestDeltaMetadataStore(MetadataStoreContract):
+class TestDeltaMetadataStore(StateStoreContract, StatusStoreContract, CommitLogStoreContract):
     """Both ways to the tables: delta-rs (local warehouses) and Spark (any other file system)."""
 
     @pytest.fixture(autouse=True, params=["delta-rs", "spark"])
