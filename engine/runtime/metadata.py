@@ -34,6 +34,7 @@ from engine.commit.steps import DeleteStaging, LogFiles, SetWatermarks, StepCont
 from engine.converters.base import first_line
 from engine.runtime.lost_state import lost_state
 from engine.sources.base import PlanContext
+from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import Budget, Size, WorkUnit
 from engine.state import watermarks
 from engine.state.errors import StateLostError
@@ -50,14 +51,9 @@ from engine.state.store import (
 )
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from pyspark.sql import SparkSession
 
-    from engine.runtime.copydag import CopyDag
-    from engine.runtime.jobdag import DagResult, DatasetOutcome, JobDag
-
-    AnyDag: TypeAlias = "JobDag | CopyDag"
+    from engine.runtime.dag import AnyDag, DagResult, DatasetOutcome
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +207,7 @@ class MetadataManager:
     def context(self, dag: AnyDag) -> PlanContext:
         """Load ``dag``'s state (its scope: live or its backfill's) into this run's copy."""
         state = dict(self._state(dag))  # the run's own copy
-        limits = dag.limits
+        limits = dag.limits or SourceLimitsConf()  # a DAG without limits of its own: the job's budget only
         per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
         first = self.planned == Size(0, 0, 0)
         return PlanContext(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -187,6 +187,11 @@ class SourceSpec(PluginSpec):
 
 @dataclass(frozen=True)
 class DagSpec:
+    """A compiled records DAG: one source, a converter chain, fork branches and sinks."""
+
+    kind: ClassVar[str] = "records"
+    """Which DAG runs it (``engine.runtime.dag.DAG_CLASSES``)."""
+
     name: str
     key: str
     source: SourceSpec
@@ -208,13 +213,18 @@ class DagSpec:
         return self.pool or self.name
 
 
+AnyDagSpec = DagSpec | CopyDagSpec
+"""A compiled DAG of either kind; each has ``kind``, ``name``, ``key`` and the scheduling keys
+(``publish``, ``priority``, ``after``, ``pool``, ``dataset``, ``error_table``)."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
     file: str | None
     warehouse: str
     parallelism: int
-    dags: tuple[DagSpec | CopyDagSpec, ...]
+    dags: tuple[AnyDagSpec, ...]
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     limits: LimitsConf = field(default_factory=LimitsConf)
