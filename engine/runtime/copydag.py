@@ -34,7 +34,7 @@ from engine.copy.copier import (
     reusable,
     staged_entries,
 )
-from engine.copy.fs import resolve
+from engine.copy.fs import Location, resolve
 from engine.copy.listing import STAGING
 from engine.copy.publishing import Publisher, ancestors
 from engine.copy.steps import register
@@ -48,7 +48,7 @@ from engine.runtime.scope import DagScope
 from engine.runtime.stop import Stop
 from engine.sources.base import PlanContext
 from engine.sources.workunits import WorkUnit
-from engine.spec.copy import CopyDagSpec
+from engine.spec.copy import CopyConf, CopyDagSpec
 from engine.state.store import LIVE, DatasetStatus
 
 if TYPE_CHECKING:
@@ -57,6 +57,24 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+
+def _options(conf: CopyConf, source: Location, target: Location) -> CopyOptions:
+    """How the executors copy each file (staged where :attr:`CopyDag.options` says)."""
+    attrs = conf.attributes
+    return CopyOptions(
+        source=source,
+        target=target,
+        staging="",
+        chain=tuple(conf.transforms),
+        checksum=conf.verify.checksum,
+        buffer_size=int(conf.tasks.buffer_size),
+        permissions=int(attrs.permissions, 8) if attrs.permissions else None,
+        preserve_permissions=conf.preserve.permissions,
+        preserve_mtime=conf.preserve.mtime,
+        uid=_uid(attrs.owner),
+        gid=_gid(attrs.group),
+    )
 
 
 def _uid(name: str | None) -> int:
@@ -84,19 +102,7 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
         register(self.target)
         self.meta = resolve(spec.manifests_dir)
         attrs = conf.attributes
-        options = CopyOptions(
-            source=self.source,
-            target=self.target,
-            staging="",
-            chain=tuple(conf.transforms),
-            checksum=conf.verify.checksum,
-            buffer_size=int(conf.tasks.buffer_size),
-            permissions=int(attrs.permissions, 8) if attrs.permissions else None,
-            preserve_permissions=conf.preserve.permissions,
-            preserve_mtime=conf.preserve.mtime,
-            uid=_uid(attrs.owner),
-            gid=_gid(attrs.group),
-        )
+        options = _options(conf, self.source, self.target)
         # Staging per recipe: files staged under another config are never mistaken for this one's.
         self.staging_family = staging_name(job, spec.name)
         staging = self.target.join(STAGING, f"{self.staging_family}.{options.recipe[:8]}")
