@@ -1,4 +1,4 @@
-"""Session factory, JobManager and JobDag.
+"""Session factory, JobManager and the DAGs it runs.
 
 Imported lazily: the CLI uses this package's pyspark-free parts (``stop``, ``progress``) before
 Spark is needed, and compiling or validating a config must not pay for importing pyspark.
@@ -10,19 +10,21 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.runtime.jobdag import DagResult, JobDag
+    from engine.runtime.dag import Dag, DagResult
+    from engine.runtime.jobdag import JobDag
     from engine.runtime.jobmanager import JobManager, JobResult
     from engine.runtime.session import build_session, cached_jars
 
 _WHERE = {
-    "DagResult": "engine.runtime.jobdag",
+    "Dag": "engine.runtime.dag",
+    "DagResult": "engine.runtime.dag",
     "JobDag": "engine.runtime.jobdag",
     "JobManager": "engine.runtime.jobmanager",
     "JobResult": "engine.runtime.jobmanager",
     "build_session": "engine.runtime.session",
     "cached_jars": "engine.runtime.session",
 }
-__all__ = ["DagResult", "JobDag", "JobManager", "JobResult", "build_session", "cached_jars"]
+__all__ = ["Dag", "DagResult", "JobDag", "JobManager", "JobResult", "build_session", "cached_jars"]
 
 
 def __getattr__(name: str) -> Any:

@@ -34,6 +34,7 @@ from engine.converters.base import Converter, first_line
 from engine.converters.frame import DATASET, finalize, to_frame
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
+from engine.runtime.dag import Dag, DagPlan, DagResult, DatasetOutcome
 from engine.runtime.metrics import executor_seconds
 from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.sqlcheck import check_parses
@@ -54,68 +55,32 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class DagPlan:
-    units: list[WorkUnit]
-    schema: StructType | None
+class RecordsPlan(DagPlan):
+    """A records DAG's plan: its units, the schema it reads them with and the fork's predicates."""
+
+    schema: StructType | None = None
     """``None``: nothing to read this run and no declared schema to check against."""
     predicates: dict[str, Column] = field(default_factory=dict)
 
 
 @dataclass
-class DatasetOutcome:
-    unit: WorkUnit
-    status: DatasetStatus
-    message: str = ""
-    records: int = 0
-    rejected: int = 0
-    dropped: int = 0
-    start_time: datetime = field(default_factory=utcnow)
-    end_time: datetime = field(default_factory=utcnow)
+class RecordsResult(DagResult):
+    """A records DAG's result: the records its committed datasets read, rejected and dropped."""
 
-
-@dataclass
-class DagResult:
-    name: str
-    status: str
-    message: str = ""
     records_read: int = 0
     records_rejected: int = 0
     records_dropped: int = 0
-    sinks: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-    datasets: list[DatasetOutcome] = field(default_factory=list)
-    staged: list[Staged] = field(default_factory=list)
-    """What the sinks staged for the commit sequence (nothing is visible yet)."""
-    recovered: list[int] = field(default_factory=list)
-    """Batches left unpublished by earlier runs that this run's recovery published."""
 
-    @property
-    def records_written(self) -> int:
-        return sum(self.sinks.values())
 
-    @property
-    def executor_seconds(self) -> float:
-        """What the DAG's reads cost, in executor seconds (the next run's ordering uses it)."""
-        return sum(o.unit.executor_seconds for o in self.datasets)
+@dataclass
+class _Run:
+    """What one run's steps share (passed along, never kept on the DAG)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        by_status: dict[str, int] = {}
-        for d in self.datasets:
-            by_status[d.status.value] = by_status.get(d.status.value, 0) + 1
-        return {
-            "name": self.name,
-            "status": self.status,
-            "message": self.message,
-            "records_read": self.records_read,
-            "records_rejected": self.records_rejected,
-            "records_dropped": self.records_dropped,
-            "sinks": self.sinks,
-            "datasets": by_status,
-            "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == DatasetStatus.FAILED],
-            "recovered_batches": self.recovered,
-            "seconds": round(self.seconds, 3),
-            "executor_seconds": round(self.executor_seconds, 3),
-        }
+    plan: RecordsPlan
+    batch: BatchRef
+    scope: DagScope
+    stop: Stop
+    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -130,21 +95,18 @@ class _Group:
     end: datetime = field(default_factory=utcnow)
 
 
-class JobDag:
+class JobDag(Dag[RecordsPlan, RecordsResult]):
+    """A records DAG: one source's records through converters and forks into sinks."""
+
     def __init__(self, spec: DagSpec, *, job: str, run_id: str) -> None:
-        self.spec = spec
-        self.job = job
-        self.run_id = run_id
+        super().__init__(spec, job=job, run_id=run_id)
+        self.spec: DagSpec = spec
         s = spec.source
         self.source: Source = s.entry.load()(s.conf, name=s.name, key=s.key, schema_ddl=s.schema_ddl)
         self.steps: list[Converter] = [st.entry.load()(st.conf, step=st.name, key=st.key) for st in spec.steps]
         self.sinks: list[Sink] = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in spec.sinks]
         self.fork = Fork(spec.branches, key=spec.key)
         self.ctx = ErrorContext(job=job, dag=spec.name, run_id=run_id, source=s.name)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
 
     @property
     def scope(self) -> str:
@@ -159,7 +121,7 @@ class JobDag:
         text = f"{self.source.name}\n{self.source.conf.model_dump_json()}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def high_marks(self, result: DagResult) -> dict[str, str]:
+    def high_marks(self, result: RecordsResult) -> dict[str, str]:
         """The new watermark (JSON) of each dataset the result commits that moved."""
         marks: dict[str, str] = {}
         for o in result.datasets:
@@ -170,7 +132,7 @@ class JobDag:
                 marks[o.unit.dataset] = high.to_json()
         return marks
 
-    def files_read(self, result: DagResult) -> list[list[Any]]:
+    def files_read(self, result: RecordsResult) -> list[list[Any]]:
         """``[dataset, path, mtime ms, size, note]`` of each file the committed datasets read."""
         return [
             [o.unit.dataset, *file]
@@ -189,7 +151,7 @@ class JobDag:
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
         inputs_may_not_exist: frozenset[str] = frozenset(),
-    ) -> DagPlan | None:
+    ) -> RecordsPlan | None:
         """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
         job to infer is skipped and SQL only parsed, or the chain checked over a declared schema (as
@@ -211,12 +173,12 @@ class JobDag:
         schema = self.source.schema(spark, None if validate_only else units, held)
         if schema is None:
             self._parse_only(spark)
-            return DagPlan(units=units, schema=None)
+            return RecordsPlan(units=units, schema=None)
         predicates = self._check_chain(spark, schema)
         for fingerprint, ddl in pins:
             assert ctx is not None
             ctx.pin_schema(fingerprint, ddl)
-        return DagPlan(units=units, schema=schema, predicates=predicates)
+        return RecordsPlan(units=units, schema=schema, predicates=predicates)
 
     def _check_chain(self, spark: SparkSession, schema: StructType | None) -> dict[str, Column]:
         """Build the chain, the forks and each sink's branch over an empty frame of ``schema``:
@@ -240,37 +202,35 @@ class JobDag:
     def run(
         self,
         spark: SparkSession,
-        plan: DagPlan,
+        plan: RecordsPlan,
         batch: BatchRef,
         *,
         scope: DagScope | None = None,
         stop: Stop | None = None,
         on_read: Callable[[int], None] = lambda records: None,
-    ) -> DagResult:
+    ) -> RecordsResult:
         """Read, convert and stage ``plan``; every Spark job runs in ``scope`` (pool, tag). Once
         ``stop`` is set nothing more is read and nothing is staged: the result is ``CANCELLED``."""
-        started = time.monotonic()
-        self._scope = scope or scope_for(self.run_id, self.name, self.spec.pool_name)
-        self._stop = stop or Stop()
+        run = _Run(plan, batch, scope or scope_for(self.run_id, self.name, self.spec.pool_name), stop or Stop())
         groups = pack(plan.units, max_groups=self.spec.work_units.max_groups) if plan.schema is not None else []
         outcomes = [DatasetOutcome(u, DatasetStatus.EMPTY, u.note) for u in plan.units if u.empty]
         if not groups:
-            return self._result(outcomes, {}, started)
-        read = self._read_groups(spark, plan, groups)
+            return self._result(outcomes, {}, run.started)
+        read = self._read_groups(spark, run, groups)
         try:
             on_read(sum(c.read for g in read for c in g.counts.values()))
-            if self._stop.is_set():
-                return self.cancelled(plan.units, started)
-            return self._publish(spark, plan, batch, read, outcomes, started)
+            if run.stop.is_set():
+                return self.cancelled(plan.units, run.started, run.stop.reason)
+            return self._publish(spark, run, read, outcomes)
         finally:
             for g in read:
                 if g.frame is not None:
                     g.frame.unpersist()
 
-    def _read_groups(self, spark: SparkSession, plan: DagPlan, groups: list[MultiWorkUnit]) -> list[_Group]:
+    def _read_groups(self, spark: SparkSession, run: _Run, groups: list[MultiWorkUnit]) -> list[_Group]:
         workers = min(len(groups), self.spec.work_units.parallelism)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{self.name}-wu") as pool:
-            done = list(pool.map(lambda ig: self._read_group(spark, plan, ig[1], ig[0]), enumerate(groups)))
+            done = list(pool.map(lambda ig: self._read_group(spark, run, ig[1], ig[0]), enumerate(groups)))
         out: list[_Group] = []
         for g in done:
             if g.error and len(g.group.units) > 1:  # isolate the failing dataset(s)
@@ -281,34 +241,33 @@ class JobDag:
                     g.error,
                 )
                 for i, unit in enumerate(g.group.units):
-                    out.append(self._read_group(spark, plan, MultiWorkUnit([unit]), 1000 + i))
+                    out.append(self._read_group(spark, run, MultiWorkUnit([unit]), 1000 + i))
             else:
                 out.append(g)
         return out
 
-    def _read_group(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit, index: int) -> _Group:
+    def _read_group(self, spark: SparkSession, run: _Run, group: MultiWorkUnit, index: int) -> _Group:
         job_group = f"{self.run_id}:{self.name}:wu{index}"
-        with self._scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
-            return self._read_scoped(spark, plan, group, job_group)
+        with run.scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
+            return self._read_scoped(spark, run, group, job_group)
 
-    def _read_scoped(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit, job_group: str) -> _Group:
-        assert plan.schema is not None
+    def _read_scoped(self, spark: SparkSession, run: _Run, group: MultiWorkUnit, job_group: str) -> _Group:
         result = _Group(group)
-        if self._stop.is_set():
-            result.error = f"not read: {self._stop.reason}"
+        if run.stop.is_set():
+            result.error = f"not read: {run.stop.reason}"
             return result
         frame: DataFrame | None = None
         try:
-            frame = self._group_frame(spark, plan, group)
+            frame = self._group_frame(spark, run.plan, group)
             if self.spec.persist != "NONE":
                 frame.persist(getattr(StorageLevel, self.spec.persist))
-            result.counts = self.fork.count_by_dataset(frame, plan.predicates, only=group.units[0].dataset)
+            result.counts = self.fork.count_by_dataset(frame, run.plan.predicates, only=group.units[0].dataset)
             result.frame = frame
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
             if frame is not None:
                 frame.unpersist()
             if self.source.skip_unreadable(exc, group.units):  # it dropped the file(s) it cannot read
-                return self._read_scoped(spark, plan, group, job_group)
+                return self._read_scoped(spark, run, group, job_group)
             result.error = first_line(exc) + self.source.read_hint(exc)
             log.error(
                 "dag %s: reading %s failed: %s",
@@ -318,15 +277,10 @@ class JobDag:
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
         result.end = utcnow()
-        seconds = executor_seconds(spark, job_group)
-        total = sum(c.read for c in result.counts.values()) or 0
-        for unit in group.units:
-            unit.records = result.counts[unit.dataset].read if unit.dataset in result.counts else 0
-            share = unit.records / total if total else 1 / len(group.units)
-            unit.executor_seconds = seconds * share
+        _share_costs(group, result, executor_seconds(spark, job_group))
         return result
 
-    def _group_frame(self, spark: SparkSession, plan: DagPlan, group: MultiWorkUnit) -> DataFrame:
+    def _group_frame(self, spark: SparkSession, plan: RecordsPlan, group: MultiWorkUnit) -> DataFrame:
         """The group's records through the chain, lazily. A group of one dataset reads without its
         URN per record (nothing to carry and persist); it is :func:`with_dataset` that puts it back."""
         assert plan.schema is not None
@@ -336,50 +290,57 @@ class JobDag:
         return self._chain(read)
 
     def _publish(
-        self,
-        spark: SparkSession,
-        plan: DagPlan,
-        batch: BatchRef,
-        read: list[_Group],
-        outcomes: list[DatasetOutcome],
-        started: float,
-    ) -> DagResult:
-        ok = [g for g in read if not g.error]
+        self, spark: SparkSession, run: _Run, read: list[_Group], outcomes: list[DatasetOutcome]
+    ) -> RecordsResult:
+        """Apply the publish policy to what was read: roll back, or stage the groups that read fine."""
         failed = [g for g in read if g.error]
         if failed and self.spec.publish.policy == "full":
-            for g in failed:
-                outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error) for u in g.group.units]
-            why = f"rolled back: {len(failed)} group(s) failed under publish.policy=full"
-            for g in ok:
-                outcomes += [self._outcome(u, g, DatasetStatus.ROLLED_BACK, why) for u in g.group.units]
-            return self._result(outcomes, {}, started, message=failed[0].error)
-        written: dict[str, int] = {}
+            return self._rolled_back(read, outcomes, run.started)
+        ok = [g for g in read if not g.error]
         staged: list[Staged] = []
+        written: dict[str, int] = {}
         if ok:
-            marks = {
-                u.dataset: high.to_json() for g in ok for u in g.group.units if (high := self.source.actual_high(u))
-            }
-            batch = replace(batch, user_metadata=user_metadata(self.job, self.name, batch.number, marks))
             try:
-                staged, written = self._stage(spark, plan, ok, batch)
+                staged, written = self._stage(spark, run.plan, ok, self._marked(run.batch, ok))
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
-                if self._stop.is_set():  # its Spark jobs were cancelled
-                    return self.cancelled(plan.units, started)
-                message = first_line(exc)
-                log.error("dag %s: staging failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
-                for g in read:
-                    outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error or message) for u in g.group.units]
-                return self._result(outcomes, {}, started, message=message)
+                return self._staging_failed(run, read, outcomes, exc)
             kill_point("after_staging", self.name)
         for g in read:
             status = DatasetStatus.FAILED if g.error else DatasetStatus.COMMITTED
             outcomes += [self._outcome(u, g, status, g.error or u.note) for u in g.group.units]
-        result = self._result(outcomes, written, started, message=failed[0].error if failed else "")
+        result = self._result(outcomes, written, run.started, message=failed[0].error if failed else "")
         result.staged = staged
         return result
 
+    def _rolled_back(self, read: list[_Group], outcomes: list[DatasetOutcome], started: float) -> RecordsResult:
+        """Under ``publish.policy=full`` a failed group rolls every other one back."""
+        failed = [g for g in read if g.error]
+        for g in failed:
+            outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error) for u in g.group.units]
+        why = f"rolled back: {len(failed)} group(s) failed under publish.policy=full"
+        for g in read:
+            if not g.error:
+                outcomes += [self._outcome(u, g, DatasetStatus.ROLLED_BACK, why) for u in g.group.units]
+        return self._result(outcomes, {}, started, message=failed[0].error)
+
+    def _marked(self, batch: BatchRef, ok: list[_Group]) -> BatchRef:
+        """``batch`` carrying, in every sink's commit metadata, the high marks the ``ok`` groups reach."""
+        marks = {u.dataset: high.to_json() for g in ok for u in g.group.units if (high := self.source.actual_high(u))}
+        return replace(batch, user_metadata=user_metadata(self.job, self.name, batch.number, marks))
+
+    def _staging_failed(
+        self, run: _Run, read: list[_Group], outcomes: list[DatasetOutcome], exc: Exception
+    ) -> RecordsResult:
+        if run.stop.is_set():  # its Spark jobs were cancelled
+            return self.cancelled(run.plan.units, run.started, run.stop.reason)
+        message = first_line(exc)
+        log.error("dag %s: staging failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
+        for g in read:
+            outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error or message) for u in g.group.units]
+        return self._result(outcomes, {}, run.started, message=message)
+
     def _stage(
-        self, spark: SparkSession, plan: DagPlan, ok: list[_Group], batch: BatchRef
+        self, spark: SparkSession, plan: RecordsPlan, ok: list[_Group], batch: BatchRef
     ) -> tuple[list[Staged], dict[str, int]]:
         """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups."""
         fs = HadoopFs(spark)
@@ -402,15 +363,15 @@ class JobDag:
             staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
         return staged, written
 
-    def cancelled(self, units: list[WorkUnit], started: float, reason: str = "") -> DagResult:
+    def cancelled(self, units: list[WorkUnit], started: float, reason: str) -> RecordsResult:
         """The result of a run stopped before publishing: nothing staged, every dataset cancelled."""
-        why = f"cancelled: {reason or self._stop.reason}; nothing was published, the next run reads it again"
+        why = f"cancelled: {reason}; nothing was published, the next run reads it again"
         outcomes = [DatasetOutcome(u, DatasetStatus.CANCELLED, why) for u in units]
         result = self._result(outcomes, {}, started, message=why)
         result.status = "CANCELLED"
         return result
 
-    def unpublished(self, result: DagResult, message: str) -> DagResult:
+    def unpublished(self, result: RecordsResult, message: str) -> RecordsResult:
         """``result`` after its publishing failed: what was to commit did not."""
         outcomes = [
             replace(o, status=DatasetStatus.FAILED, message=message) if o.status == DatasetStatus.COMMITTED else o
@@ -434,7 +395,7 @@ class JobDag:
 
     def _result(
         self, outcomes: list[DatasetOutcome], written: dict[str, int], started: float, *, message: str = ""
-    ) -> DagResult:
+    ) -> RecordsResult:
         failed = [o for o in outcomes if o.status == DatasetStatus.FAILED]
         committed = [o for o in outcomes if o.status == DatasetStatus.COMMITTED]
         if not failed:
@@ -443,14 +404,13 @@ class JobDag:
             status = "PARTIAL"
         else:
             status = "FAILED"
-        counted = [o for o in outcomes if o.status == DatasetStatus.COMMITTED]
-        return DagResult(
+        return RecordsResult(
             name=self.name,
             status=status,
             message=message,
-            records_read=sum(o.records for o in counted),
-            records_rejected=sum(o.rejected for o in counted),
-            records_dropped=sum(o.dropped for o in counted),
+            records_read=sum(o.records for o in committed),
+            records_rejected=sum(o.rejected for o in committed),
+            records_dropped=sum(o.dropped for o in committed),
             sinks=written,
             seconds=time.monotonic() - started,
             datasets=sorted(outcomes, key=lambda o: o.unit.dataset),
@@ -483,3 +443,12 @@ def union_groups(frames: list[tuple[MultiWorkUnit, DataFrame]]) -> DataFrame:
     """One frame of several groups' records. Every group's frame must carry the dataset column for
     the union to line up, whether it holds one dataset or several."""
     return reduce(lambda a, b: a.unionByName(b), [with_dataset(f, g) for g, f in frames])
+
+
+def _share_costs(group: MultiWorkUnit, read: _Group, seconds: float) -> None:
+    """Each unit's records and its share of the group's executor seconds (by records, else evenly)."""
+    total = sum(c.read for c in read.counts.values()) or 0
+    for unit in group.units:
+        unit.records = read.counts[unit.dataset].read if unit.dataset in read.counts else 0
+        share = unit.records / total if total else 1 / len(group.units)
+        unit.executor_seconds = seconds * share

@@ -1,4 +1,4 @@
-"""The JobManager: runs every JobDag of a job on threads in one Spark application.
+"""The JobManager: runs every DAG of a job on threads in one Spark application.
 
 Planning first recovers each DAG's unpublished batches (the commit log), then plans every DAG that
 depends on no other (state loaded, work units computed or an open plan taken again, chains
@@ -28,9 +28,8 @@ from engine.commit.batch import BatchRef
 from engine.converters.base import first_line
 from engine.errors import JobFailedError
 from engine.runtime import progress as phases
-from engine.runtime.copydag import CopyDag
+from engine.runtime.dag import AnyDag, DagPlan, DagResult, dag_for
 from engine.runtime.graph import Node, Outcome, run_graph
-from engine.runtime.jobdag import DagPlan, DagResult, JobDag
 from engine.runtime.metadata import Blocked, MetadataManager
 from engine.runtime.progress import Board
 from engine.runtime.publisher import Publisher
@@ -38,7 +37,6 @@ from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
-from engine.spec.copy import CopyDagSpec
 from engine.spec.places import made_upstream
 from engine.state import RunRecord, RunStatus, RunStore
 from engine.state.runs import WriteBehind
@@ -93,7 +91,7 @@ class JobResult:
 class PlannedDag:
     """One DAG ready to run: planned now, planned when it starts (``after`` others), or blocked."""
 
-    dag: JobDag | CopyDag
+    dag: AnyDag
     plan: DagPlan | None = None
     batch: BatchRef | None = None
     reused: bool = False
@@ -164,7 +162,7 @@ class JobManager:
         costs = manager.expected_costs() if len(planned) > 1 else {}
         return PlannedJob(spec=spec, run_id=run_id, dags=planned, metadata=manager, costs=costs)
 
-    def _plan_one(self, manager: MetadataManager, dag: JobDag | CopyDag) -> PlannedDag:
+    def _plan_one(self, manager: MetadataManager, dag: AnyDag) -> PlannedDag:
         number, reuse = manager.batch(dag)
         plan = dag.plan(self.spark, manager.context(dag), reuse=reuse)
         assert plan is not None
@@ -236,13 +234,8 @@ class JobManager:
     def run(self, spec: JobSpec, run_id: str, store: RunStore, *, stop: Stop | None = None) -> JobResult:
         return self.execute(self.plan(spec, run_id), store, stop=stop)
 
-    def _dags(self, spec: JobSpec, run_id: str) -> list[JobDag | CopyDag]:
-        return [
-            CopyDag(d, job=spec.name, run_id=run_id)
-            if isinstance(d, CopyDagSpec)
-            else JobDag(d, job=spec.name, run_id=run_id)
-            for d in spec.dags
-        ]
+    def _dags(self, spec: JobSpec, run_id: str) -> list[AnyDag]:
+        return [dag_for(d, job=spec.name, run_id=run_id) for d in spec.dags]
 
     # -- one DAG ---------------------------------------------------------------------------------
 
@@ -291,7 +284,7 @@ class JobManager:
         batch = replace(planned.batch, epoch=job.metadata.store.log_epoch())
         job.metadata.begin(dag, planned.plan.units, batch, reused=planned.reused)
         session = self.spark.newSession()  # the DAG's own SQL settings and temporary views
-        result = dag.run(
+        result: DagResult = dag.run(
             session,
             planned.plan,
             batch,
@@ -301,7 +294,7 @@ class JobManager:
         )
         with self._phases:  # from here on, a stop no longer cancels this DAG's Spark jobs
             if stop.is_set() and result.status != "CANCELLED":
-                result = dag.cancelled(planned.plan.units, time.monotonic() - result.seconds)
+                result = dag.cancelled(planned.plan.units, time.monotonic() - result.seconds, stop.reason)
             if result.status != "CANCELLED":
                 board.move(dag.name, phases.PUBLISHING)
         if result.status == "CANCELLED":
@@ -315,13 +308,13 @@ class JobManager:
         dag = planned.dag
         if stop.is_set():
             units = planned.plan.units if planned.plan else []
-            result = dag.cancelled(units, started, stop.reason)
+            result: DagResult = dag.cancelled(units, started, stop.reason)
             job.publisher.record(dag, result)
             return result
         log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
         return DagResult(name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started)
 
-    def _blocked(self, job: PlannedJob, dag: JobDag | CopyDag, stuck: Blocked, board: Board) -> DagResult:
+    def _blocked(self, job: PlannedJob, dag: AnyDag, stuck: Blocked, board: Board) -> DagResult:
         job.publisher.blocked_status(dag, stuck)
         status = "QUARANTINED" if stuck.quarantined else "FAILED"
         board.move(dag.name, status, message=stuck.message)

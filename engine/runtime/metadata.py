@@ -32,20 +32,16 @@ from engine.commit.log import Batch, CommitLog, DagLog
 from engine.runtime.lost_state import lost_state
 from engine.runtime.publisher import Publisher
 from engine.sources.base import PlanContext
+from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import Budget, Size, WorkUnit
 from engine.state.errors import StateLostError
 from engine.state.rows import DatasetState, LogRow, PinnedSchema, utcnow
 from engine.state.store import MetadataStore
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from pyspark.sql import SparkSession
 
-    from engine.runtime.copydag import CopyDag
-    from engine.runtime.jobdag import JobDag
-
-    AnyDag: TypeAlias = "JobDag | CopyDag"
+    from engine.runtime.dag import AnyDag
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +181,7 @@ class MetadataManager:
     def context(self, dag: AnyDag) -> PlanContext:
         """Load ``dag``'s state (its scope: live or its backfill's) into this run's copy."""
         state = dict(self._state(dag))  # the run's own copy
-        limits = dag.limits
+        limits = dag.limits or SourceLimitsConf()  # a DAG without limits of its own: the job's budget only
         per_run = limits.budget().tighter(self.job_budget.minus(self.planned))
         first = self.planned == Size(0, 0, 0)
         return PlanContext(

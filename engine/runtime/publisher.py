@@ -33,15 +33,10 @@ from engine.state.status import Status, run_outcome
 from engine.state.store import StateStore, StatusStore
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from pyspark.sql import SparkSession
 
-    from engine.runtime.copydag import CopyDag
-    from engine.runtime.jobdag import DagResult, DatasetOutcome, JobDag
+    from engine.runtime.dag import AnyDag, DagResult, DatasetOutcome
     from engine.runtime.metadata import Blocked
-
-    AnyDag: TypeAlias = "JobDag | CopyDag"
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,10 @@ from engine.sinks.conf import SinkConf, TableSinkConf
 from engine.sources import SOURCES
 from engine.sources.conf import DeltaSourceConf, FilesSourceConf
 from engine.spec import fanout
-from engine.spec.copy import AttributesConf, CopyConf, CopyDagSpec, DatePartitionedFinderConf
+from engine.spec.copy import AttributesConf, CopyDagSpec, DatePartitionedFinderConf
 from engine.spec.model import (
     BUILTIN_BRANCHES,
+    CopyDagConf,
     DagConf,
     DagSpec,
     GlobDiscoverConf,
@@ -186,8 +187,8 @@ class _Context:
 
 
 def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | CopyDagSpec:
-    if dag.copy_ is not None:
-        return _compile_copy(name, dag, dag.copy_, key, ctx)
+    if isinstance(dag, CopyDagConf):
+        return _compile_copy(name, dag, key, ctx)
     if not dag.sources or not dag.sinks:
         missing = "sources" if not dag.sources else "sinks"
         raise ConfigError("missing required key (or give `copy` for a copy DAG)", key=f"{key}.{missing}", file=ctx.file)
@@ -227,8 +228,9 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
     )
 
 
-def _compile_copy(name: str, dag: DagConf, conf: CopyConf, key: str, ctx: _Context) -> CopyDagSpec:
+def _compile_copy(name: str, dag: CopyDagConf, key: str, ctx: _Context) -> CopyDagSpec:
     ckey = f"{key}.copy"
+    conf = dag.copy_
     mixed = [k for k in ("sources", "sinks", "converters", "forks") if getattr(dag, k)]
     if mixed:
         raise ConfigError(f"a copy DAG has no `{mixed[0]}`: copy jobs move files, not records", key=ckey, file=ctx.file)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -217,6 +217,9 @@ class CopyConf(_Strict):
 @dataclass(frozen=True)
 class CopyDagSpec:
     """A compiled copy DAG. It shares the scheduling keys of :class:`~engine.spec.model.DagSpec`."""
+
+    kind: ClassVar[str] = "copy"
+    """Which DAG runs it (``engine.runtime.dag.DAG_CLASSES``)."""
 
     name: str
     key: str

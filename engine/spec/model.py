@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
 
 from engine.plugins import PluginConf, PluginEntry
 from engine.sources.conf import LimitsConf
@@ -50,7 +50,10 @@ class WorkUnitsConf(_Strict):
 
 
 class DagConf(_Strict):
-    """One JobDag: a source, a converter chain, fork branches and sinks."""
+    """What one DAG's config may hold. Validating it gives one of a tagged union: the ``copy`` key
+    makes a :class:`CopyDagConf`, its absence (or ``null``) a :class:`RecordsDagConf`. Both accept
+    every key, so that a mistake (a copy DAG with ``sources``) is named by compiling, not reported
+    as an unknown key; unknown keys are errors either way."""
 
     priority: int = 0
     """Higher starts first when more DAGs are ready than ``parallelism`` allows (ties: the one
@@ -79,6 +82,37 @@ class DagConf(_Strict):
     """The commit policy (a job-level ``publish`` is the default of its DAGs)."""
     work_units: WorkUnitsConf = WorkUnitsConf()
     """Packing of work units (a job-level ``work_units`` is the default of its DAGs)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _by_kind(cls, data: Any, handler: ModelWrapValidatorHandler[DagConf]) -> DagConf:
+        """``DagConf`` itself validates as the kind its ``copy`` key selects (its subclasses and
+        :class:`JobConf` validate as themselves)."""
+        if cls is not DagConf or not isinstance(data, dict):
+            return handler(data)
+        kind = CopyDagConf if data.get("copy") is not None else RecordsDagConf
+        return kind.model_validate(data)
+
+
+class RecordsDagConf(DagConf):
+    """A records DAG: a source, a converter chain, fork branches and sinks."""
+
+    copy_: None = Field(default=None, alias="copy")
+    """``null`` (or left out); set, it makes a :class:`CopyDagConf`."""
+
+
+class CopyDagConf(DagConf):
+    """A copy DAG: files replicated between file systems (:class:`~engine.spec.copy.CopyConf`).
+    A records DAG's keys are accepted only to be refused when set (``sources``, ``converters``,
+    ``forks``, ``sinks``: compiling names the mistake) or ignored (``errors``, ``persist``,
+    ``work_units``, which a job-level default may bring)."""
+
+    copy_: CopyConf = Field(alias="copy")
+    """What is copied, from where to where."""
+
+
+AnyDagConf = RecordsDagConf | CopyDagConf
+"""A validated DAG config: what ``DagConf.model_validate`` returns."""
 
 
 class PoolConf(_Strict):
@@ -187,6 +221,11 @@ class SourceSpec(PluginSpec):
 
 @dataclass(frozen=True)
 class DagSpec:
+    """A compiled records DAG: one source, a converter chain, fork branches and sinks."""
+
+    kind: ClassVar[str] = "records"
+    """Which DAG runs it (``engine.runtime.dag.DAG_CLASSES``)."""
+
     name: str
     key: str
     source: SourceSpec
@@ -208,13 +247,18 @@ class DagSpec:
         return self.pool or self.name
 
 
+AnyDagSpec = DagSpec | CopyDagSpec
+"""A compiled DAG of either kind; each has ``kind``, ``name``, ``key`` and the scheduling keys
+(``publish``, ``priority``, ``after``, ``pool``, ``dataset``, ``error_table``)."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
     file: str | None
     warehouse: str
     parallelism: int
-    dags: tuple[DagSpec | CopyDagSpec, ...]
+    dags: tuple[AnyDagSpec, ...]
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     limits: LimitsConf = field(default_factory=LimitsConf)
