@@ -4,7 +4,7 @@ DAG's, a run's (the runs table, the FlowStatus row, the summary line) and the CL
 The members are ordered from best to worst and :meth:`Status.merge` keeps the worse of two, so an
 outcome may be downgraded, never upgraded (Marmaray's ``IStatus.mergeStatus``): once a run has
 failed, a later success cannot make it a success again. The values are the strings written to the
-metadata tables and the JSON summary, so a ``Status`` compares equal to its string.
+metadata tables and the JSON summary, so a ``Status`` compares equal to, and prints as, its string.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import enum
 from collections.abc import Iterable
 
 
-class Status(str, enum.Enum):
-    """From best to worst: declaration order is the merge order."""
+class Status(enum.StrEnum):
+    """From best to worst: declaration order is the merge order. A ``StrEnum``: formatted, a
+    status is its value (``f"{s}"`` gives ``FAILED``, as the plain strings it replaced did)."""
 
     VALID = "VALID"
     """``mode=validate``: every DAG checked."""
@@ -82,13 +83,11 @@ class Status(str, enum.Enum):
     def of(cls, value: object) -> Status:
         """``value`` as a status; anything that is none of them (a summary without one) is
         ``FAILED``, as the exit code treats it."""
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.FAILED
+        return cls(value) if isinstance(value, str) and value in _VALUES else cls.FAILED
 
 
 _RANK = {status: rank for rank, status in enumerate(Status)}
+_VALUES = frozenset(s.value for s in Status)
 
 OK_STATUSES = frozenset({Status.SUCCEEDED, Status.VALID, Status.OK, Status.CHANGED})
 """A run's summary status that exits 0."""

@@ -24,6 +24,7 @@ def test_values_are_the_strings_written_to_the_tables_and_the_summary() -> None:
     assert [s.value for s in Status] == [s.name for s in Status]
     assert json.dumps({"status": Status.PARTIAL}) == '{"status": "PARTIAL"}'
     assert Status.ROLLED_BACK == "ROLLED_BACK" and Status("QUARANTINED") is Status.QUARANTINED
+    assert f"{Status.CANCELLED}" == str(Status.CANCELLED) == "CANCELLED"  # in messages as the strings were
     assert DatasetStatus is FlowState is RunStatus is Status  # the former names still read
 
 
