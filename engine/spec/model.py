@@ -175,7 +175,7 @@ class PluginSpec:
 
     name: str
     conf: PluginConf
-    entry: PluginEntry
+    entry: PluginEntry[Any, Any]
     key: str
 
 
