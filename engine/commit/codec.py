@@ -1,14 +1,15 @@
 """Work units to JSON and back, so a batch plan can be stored before any data is read and a
 retry re-executes exactly that plan. Payloads are the sources' own dataclasses, tuples, watermarks
-and datetimes; only classes of the ``engine`` package are rebuilt."""
+and datetimes; only the dataclasses a plugin registered (:data:`engine.plugins.PAYLOADS`) are
+rebuilt, so a stored plan never makes the engine import what it names."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from datetime import datetime
 from typing import Any
 
+from engine.plugins.payloads import PAYLOADS
 from engine.state import watermarks
 from engine.state.watermarks import Watermark
 
@@ -52,10 +53,5 @@ def decode(value: Any) -> Any:
         return {decode(v) for v in value["$set"]}
     if "$map" in value:
         return {k: decode(v) for k, v in value["$map"].items()}
-    module, _, name = value["$dc"].partition(":")
-    if not module.startswith("engine."):
-        raise ValueError(f"a batch plan names class {value['$dc']}, outside the engine")
-    cls: Any = importlib.import_module(module)
-    for part in name.split("."):
-        cls = getattr(cls, part)
+    cls = PAYLOADS.resolve(value["$dc"])
     return cls(**{k: decode(v) for k, v in value["f"].items()})

@@ -1,10 +1,18 @@
 """Converters: a chain of steps compiled into Spark column expressions."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from engine.converters import conf
+from engine.converters.conf import ConverterConf
 from engine.plugins import PluginEntry, Registry
 
+if TYPE_CHECKING:
+    from engine.converters.base import Converter
+
 _IMPL = "engine.converters.builtins"
-CONVERTERS: Registry[object] = Registry(
+CONVERTERS: Registry[ConverterConf, Converter] = Registry(
     "converter",
     {
         c.model_fields["type"].default: PluginEntry(c, f"{_IMPL}:{c.__name__.removesuffix('Conf')}Converter")

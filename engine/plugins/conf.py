@@ -1,8 +1,39 @@
-"""The base of every plugin config: typed, frozen, and strict about unknown keys."""
+"""The base of every plugin config: typed, frozen, and strict about unknown keys.
+
+The hooks here are what the compiler asks of any plugin, so it never tests for a specific one:
+how a config's relative paths are made absolute (:meth:`PluginConf.resolved`), which places it
+writes (:meth:`PluginConf.writes`). Source, converter and sink configs add their own kind's hooks.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import Self
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """What a config's relative paths are relative to: the job file's directory (inputs the job
+    brings along) or the warehouse (what the engine writes and reads back)."""
+
+    base_dir: Path
+    """The job file's directory (the working directory for a job without a file)."""
+    warehouse: str
+
+    def from_job_file(self, path: str) -> str:
+        """``path`` made absolute against the job file's directory; URLs and absolute paths as they are."""
+        if "://" in path or path.startswith("/"):
+            return path
+        return str((self.base_dir / path).resolve())
+
+    def under_warehouse(self, path: str) -> str:
+        """``path`` placed under the warehouse; URLs and absolute paths as they are."""
+        if "://" in path or path.startswith("/"):
+            return path
+        return f"{self.warehouse.rstrip('/')}/{path}"
 
 
 class PluginConf(BaseModel):
@@ -12,3 +43,12 @@ class PluginConf(BaseModel):
 
     type: str
     """The registry key that chose this plugin."""
+
+    def resolved(self, anchors: Anchors) -> Self:
+        """A copy whose relative paths are absolute (by default, this config: it names no path)."""
+        return self
+
+    def writes(self) -> dict[str, str]:
+        """Every place this plugin writes, by the key that names it (``{"path": "/lake/orders"}``):
+        the compiler refuses the engine's own places there, and a DAG reading one runs after."""
+        return {}

@@ -42,7 +42,7 @@ from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.error_table import ErrorTable
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
-from engine.sources.conf import FilesSourceConf, SourceLimitsConf
+from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
 from engine.state.store import DatasetStatus, utcnow
@@ -354,7 +354,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         staged = []
         for sink in self.sinks:
             branch = sink.conf.from_
-            if by_branch.get(branch, 0) or getattr(sink.conf, "mode", "append") == "overwrite":
+            if by_branch.get(branch, 0) or sink.conf.stages_empty:
                 log.info("dag %s: staging sink %s", self.name, sink.name)
                 staged.append(sink.stage(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx), batch, fs))
             written[sink.name] = by_branch.get(branch, 0)
@@ -417,15 +417,14 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         )
 
     def _needs_inference(self) -> bool:
-        conf = self.source.conf
-        return isinstance(conf, FilesSourceConf) and conf.schema_ is None and conf.format in ("json", "csv")
+        return self.source.conf.infers_schema
 
     def _parse_only(self, spark: SparkSession) -> None:
         """What can be checked without the records' schema: the SQL parses, and each step's own
         :meth:`~engine.converters.base.Converter.check` (regexes, datetime patterns)."""
-        for step, converter in zip(self.spec.steps, self.steps, strict=True):
-            for sql in step.conf.sql_expressions():  # type: ignore[attr-defined]
-                check_parses(spark, sql, key=step.key)
+        for converter in self.steps:
+            for sql in converter.conf.sql_expressions():
+                check_parses(spark, sql, key=converter.key)
             converter.check(spark)
         for name, sql in self.spec.branches.items():
             check_parses(spark, sql, key=f"{self.spec.key}.forks.{name}")

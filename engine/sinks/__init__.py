@@ -1,15 +1,23 @@
 """Sinks: where a branch's records are written."""
 
-from engine.plugins import PluginEntry, Registry
-from engine.sinks.conf import ConsoleSinkConf, SinkConf, TableSinkConf
+from __future__ import annotations
 
-_TABLE = PluginEntry(TableSinkConf, "engine.sinks.table:TableSink")
-SINKS: Registry[object] = Registry(
+from typing import TYPE_CHECKING
+
+from engine.plugins import PluginEntry, Registry
+from engine.sinks.conf import ConsoleSinkConf, DeltaSinkConf, FilesSinkConf, SinkConf, TableSinkConf
+
+if TYPE_CHECKING:
+    from engine.sinks.base import Sink
+
+_FILES: PluginEntry[SinkConf, Sink] = PluginEntry(FilesSinkConf, "engine.sinks.files:FilesSink")
+SINKS: Registry[SinkConf, Sink] = Registry(
     "sink",
     {
-        **{name: _TABLE for name in ("delta", "parquet", "avro", "json", "csv")},
+        "delta": PluginEntry(DeltaSinkConf, "engine.sinks.delta:DeltaSink"),
+        **{name: _FILES for name in ("parquet", "avro", "json", "csv")},
         "console": PluginEntry(ConsoleSinkConf, "engine.sinks.console:ConsoleSink"),
     },
 )
 
-__all__ = ["SINKS", "ConsoleSinkConf", "SinkConf", "TableSinkConf"]
+__all__ = ["SINKS", "ConsoleSinkConf", "DeltaSinkConf", "FilesSinkConf", "SinkConf", "TableSinkConf"]

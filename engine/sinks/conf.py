@@ -1,12 +1,17 @@
-"""Config of the built-in sinks."""
+"""Config of the built-in sinks.
+
+:class:`SinkConf` carries the hooks the compiler and the runtime ask of every sink: the places it
+writes (:meth:`~engine.plugins.conf.PluginConf.writes`) and whether it writes a branch that is
+empty this run (:attr:`SinkConf.stages_empty`)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
-from engine.plugins.conf import PluginConf
+from engine.plugins.conf import Anchors, PluginConf
 
 
 class SinkConf(PluginConf):
@@ -15,22 +20,17 @@ class SinkConf(PluginConf):
     from_: str = Field(default="valid", alias="from")
     """The fork branch whose records this sink writes: ``valid``, ``error`` or a named branch."""
 
+    @property
+    def stages_empty(self) -> bool:
+        """Whether a run whose branch holds no record still stages this sink (by default not:
+        nothing to write)."""
+        return False
+
 
 class TableSinkConf(SinkConf):
-    """Write a branch as a Delta table or as Parquet, Avro, JSON or CSV files.
+    """What the Delta and the file sinks share: a path under the warehouse, a mode, partitions.
 
-    A relative ``path`` is relative to the ``warehouse``. ``mode`` is ``append`` or ``overwrite``.
-
-    .. code-block:: hocon
-
-        sinks.lake {
-          type = delta
-          from = valid
-          path = orders
-          mode = append
-          partition_by = [order_date]
-        }
-    """
+    A relative ``path`` is relative to the ``warehouse``."""
 
     type: Literal["delta", "parquet", "avro", "json", "csv"]
     path: str
@@ -54,6 +54,50 @@ class TableSinkConf(SinkConf):
         if self.keys and self.mode != "merge":
             raise ValueError("`keys` is only used with mode `merge`")
         return self
+
+    @property
+    def stages_empty(self) -> bool:
+        """``overwrite`` replaces what the path holds even with nothing: the path ends up empty."""
+        return self.mode == "overwrite"
+
+    def resolved(self, anchors: Anchors) -> Self:
+        return self.model_copy(update={"path": anchors.under_warehouse(self.path)})
+
+    def writes(self) -> dict[str, str]:
+        return {"path": self.path}
+
+
+class DeltaSinkConf(TableSinkConf):
+    """Write a branch as a Delta table: ``append``, ``overwrite``, or ``merge`` on ``keys``.
+
+    .. code-block:: hocon
+
+        sinks.lake {
+          type = delta
+          from = valid
+          path = orders
+          mode = append
+          partition_by = [order_date]
+        }
+    """
+
+    type: Literal["delta"]
+
+
+class FilesSinkConf(TableSinkConf):
+    """Write a branch as Parquet, Avro, JSON or CSV files: ``append`` or ``overwrite``.
+
+    .. code-block:: hocon
+
+        sinks.export {
+          type = csv
+          path = exports/orders
+          mode = overwrite
+          options { header = true }
+        }
+    """
+
+    type: Literal["parquet", "avro", "json", "csv"]
 
 
 class ConsoleSinkConf(SinkConf):

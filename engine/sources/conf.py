@@ -1,4 +1,9 @@
-"""Config of the built-in sources (no pyspark here: compiling a job needs no JVM)."""
+"""Config of the built-in sources (no pyspark here: compiling a job needs no JVM).
+
+:class:`SourceConf` carries the hooks the compiler and the planner ask of every source: its
+declared schema (:meth:`SourceConf.schema_ddl`), whether planning must infer one
+(:attr:`SourceConf.infers_schema`), and the input paths an upstream DAG may write
+(:meth:`SourceConf.inputs`)."""
 
 from __future__ import annotations
 
@@ -8,12 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.plugins.conf import PluginConf
+from engine.plugins.conf import Anchors, PluginConf
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
 from engine.sources.workunits import Budget
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_GLOB = re.compile(r"[*?\[{]")
 
 
 def parse_bytes(value: int | str | None) -> int | None:
@@ -79,6 +85,23 @@ class SourceConf(PluginConf):
     def backfill(self) -> bool:
         return self.from_ is not None or self.to is not None
 
+    def schema_ddl(self) -> str | None:
+        """The schema the config declares, as a Spark DDL string; ``None`` when the source knows
+        its own (a table's) or infers it. Raises :class:`~engine.errors.ConfigError` for a schema
+        that cannot be read (the compiler adds the ``schema`` key)."""
+        return None
+
+    @property
+    def infers_schema(self) -> bool:
+        """Whether planning must read input to learn the schema (a Spark job): ``mode=validate``
+        then only parses SQL instead of checking the chain over a schema."""
+        return False
+
+    def inputs(self) -> dict[str, str]:
+        """Each input path as configured, with the part an upstream DAG must write for it to count
+        as made upstream (a glob's fixed prefix); a source reading no path gives none."""
+        return {}
+
 
 class FilesSourceConf(SourceConf):
     """Files on any Hadoop file system, read with one of Spark's built-in formats.
@@ -143,6 +166,16 @@ class FilesSourceConf(SourceConf):
     def paths(self) -> list[str]:
         return [self.path] if isinstance(self.path, str) else list(self.path)
 
+    def resolved(self, anchors: Anchors) -> FilesSourceConf:
+        return self.resolve(anchors.base_dir)
+
+    @property
+    def infers_schema(self) -> bool:
+        return self.schema_ is None and self.format in ("json", "csv")
+
+    def inputs(self) -> dict[str, str]:
+        return {p: fixed_prefix(p) for p in self.paths()}
+
     def resolve(self, base_dir: Path) -> FilesSourceConf:
         """A copy whose relative local paths are made absolute against ``base_dir``."""
         paths = [_resolve(p, base_dir) for p in self.paths()]
@@ -187,6 +220,14 @@ class PartitionsConf(BaseModel):
         return value.strip("/")
 
 
+def fixed_prefix(path: str) -> str:
+    """The part of a glob before its first wildcard segment (the whole path if it has none)."""
+    if not _GLOB.search(path):
+        return path
+    head = _GLOB.split(path, 1)[0]
+    return head.rsplit("/", 1)[0] if "/" in head else "."
+
+
 def _resolve(path: str, base_dir: Path) -> str:
     if "://" in path or path.startswith("/"):
         return path
@@ -213,6 +254,12 @@ class DeltaSourceConf(SourceConf):
     """The table's location; relative paths are relative to the ``warehouse``."""
     changes: Literal["appends", "cdf"] = "appends"
     """``appends``: new files of append-only versions. ``cdf``: the change data feed."""
+
+    def resolved(self, anchors: Anchors) -> DeltaSourceConf:
+        return self.model_copy(update={"path": anchors.under_warehouse(self.path)})
+
+    def inputs(self) -> dict[str, str]:
+        return {self.path: self.path}
 
 
 class JdbcIncrementalConf(BaseModel):

@@ -18,11 +18,9 @@ from pydantic import BaseModel
 
 from engine.converters import CONVERTERS
 from engine.errors import ConfigError
-from engine.plugins import PluginConf, Registry
+from engine.plugins import Anchors, PluginConf, PluginEntry, Registry
 from engine.sinks import SINKS
-from engine.sinks.conf import SinkConf, TableSinkConf
 from engine.sources import SOURCES
-from engine.sources.conf import DeltaSourceConf, FilesSourceConf
 from engine.spec import fanout
 from engine.spec.copy import AttributesConf, CopyDagSpec, DatePartitionedFinderConf
 from engine.spec.model import (
@@ -43,6 +41,7 @@ from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
 
 _M = TypeVar("_M", bound=BaseModel)
+_C = TypeVar("_C", bound=PluginConf)
 
 
 def compile_job(
@@ -179,11 +178,10 @@ class _Context:
         self.base_dir = base_dir
         self.warehouse = warehouse
         self.job_name = job_name
+        self.anchors = Anchors(base_dir=base_dir, warehouse=warehouse)
 
     def under_warehouse(self, path: str) -> str:
-        if "://" in path or path.startswith("/"):
-            return path
-        return f"{self.warehouse.rstrip('/')}/{path}"
+        return self.anchors.under_warehouse(path)
 
 
 def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | CopyDagSpec:
@@ -331,7 +329,9 @@ def _local_path(path: str, ctx: _Context) -> str:
     return str((ctx.base_dir / path).resolve())
 
 
-def _plugin(registry: Registry[Any], raw: dict[str, Any], key: str, ctx: _Context) -> tuple[Any, PluginConf]:
+def _plugin(
+    registry: Registry[_C, Any], raw: dict[str, Any], key: str, ctx: _Context
+) -> tuple[PluginEntry[_C, Any], _C]:
     if not isinstance(raw, dict) or "type" not in raw:
         raise ConfigError("missing required key `type`", key=key, file=ctx.file)
     entry = registry.get(str(raw["type"]), key=f"{key}.type", file=ctx.file)
@@ -342,15 +342,11 @@ def _compile_source(dag: DagConf, key: str, ctx: _Context) -> SourceSpec:
     ((name, raw),) = dag.sources.items()
     skey = f"{key}.sources.{name}"
     entry, conf = _plugin(SOURCES, raw, skey, ctx)
-    ddl = None
-    if isinstance(conf, FilesSourceConf):
-        conf = conf.resolve(ctx.base_dir)
-        try:
-            ddl = conf.schema_ddl()
-        except ConfigError as exc:
-            raise ConfigError(exc.message, key=f"{skey}.schema", file=exc.file or ctx.file) from exc
-    if isinstance(conf, DeltaSourceConf):
-        conf = conf.model_copy(update={"path": ctx.under_warehouse(conf.path)})
+    conf = conf.resolved(ctx.anchors)
+    try:
+        ddl = conf.schema_ddl()
+    except ConfigError as exc:
+        raise ConfigError(exc.message, key=f"{skey}.schema", file=exc.file or ctx.file) from exc
     return SourceSpec(name=name, conf=conf, entry=entry, key=skey, schema_ddl=ddl)
 
 
@@ -358,12 +354,11 @@ def _compile_steps(raws: list[dict[str, Any]], key: str, ctx: _Context) -> tuple
     compiled = []
     for i, raw in enumerate(raws):
         entry, conf = _plugin(CONVERTERS, raw, f"{key}.converters[{i}]", ctx)
-        compiled.append((i, entry, conf))
+        compiled.append((i, entry, conf.resolved(ctx.anchors)))
     type_counts = Counter(conf.type for _, _, conf in compiled)
     steps = []
     for i, entry, conf in compiled:
-        explicit = getattr(conf, "name", None)
-        step_name = explicit or (conf.type if type_counts[conf.type] == 1 else f"{conf.type}_{i}")
+        step_name = conf.name or (conf.type if type_counts[conf.type] == 1 else f"{conf.type}_{i}")
         steps.append(PluginSpec(name=step_name, conf=conf, entry=entry, key=f"{key}.converters[{i}]"))
     dupes = [n for n, c in Counter(s.name for s in steps).items() if c > 1]
     if dupes:
@@ -373,7 +368,6 @@ def _compile_steps(raws: list[dict[str, Any]], key: str, ctx: _Context) -> tuple
 
 def _compile_sink(name: str, raw: dict[str, Any], key: str, dag: DagConf, ctx: _Context) -> PluginSpec:
     entry, conf = _plugin(SINKS, raw, key, ctx)
-    assert isinstance(conf, SinkConf)
     branches = [*BUILTIN_BRANCHES, *dag.forks]
     if conf.from_ not in branches:
         close = difflib.get_close_matches(conf.from_, branches, n=1)
@@ -384,7 +378,7 @@ def _compile_sink(name: str, raw: dict[str, Any], key: str, dag: DagConf, ctx: _
             key=f"{key}.from",
             file=ctx.file,
         )
-    if isinstance(conf, TableSinkConf):
-        conf = conf.model_copy(update={"path": ctx.under_warehouse(conf.path)})
-        check_writable(conf.path, warehouse=ctx.warehouse, key=f"{key}.path", file=ctx.file, what="the sink path")
+    conf = conf.resolved(ctx.anchors)
+    for field, path in conf.writes().items():
+        check_writable(path, warehouse=ctx.warehouse, key=f"{key}.{field}", file=ctx.file, what=f"the sink {field}")
     return PluginSpec(name=name, conf=conf, entry=entry, key=key)

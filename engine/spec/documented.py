@@ -55,7 +55,7 @@ def _dag(model: type[BaseModel], dag: Any, at: KeyPath, found: list[tuple[KeyPat
         _plugin(CONVERTERS, node, (*at, "converters", i), found)
 
 
-def _plugin(registry: Registry[Any], node: Any, at: KeyPath, found: list[tuple[KeyPath, Any]]) -> None:
+def _plugin(registry: Registry[Any, Any], node: Any, at: KeyPath, found: list[tuple[KeyPath, Any]]) -> None:
     if not isinstance(node, dict) or not isinstance(node.get("type"), str):
         return
     try:

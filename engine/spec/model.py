@@ -209,7 +209,7 @@ class PluginSpec:
 
     name: str
     conf: PluginConf
-    entry: PluginEntry
+    entry: PluginEntry[Any, Any]
     key: str
 
 

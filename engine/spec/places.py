@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 
 from engine.errors import ConfigError
-from engine.sinks.conf import TableSinkConf
-from engine.sources.conf import DeltaSourceConf, FilesSourceConf
+from engine.sources.conf import SourceConf
 from engine.spec.copy import CopyDagSpec
 from engine.spec.model import DagSpec, JobSpec
 
@@ -28,8 +26,6 @@ batches staged before their commit sequence publishes them."""
 DELTA_LOG_DIR = "_delta_log"
 """A Delta table's own log: writing files into it corrupts the table."""
 RESERVED_NAMES = (STAGING_DIR, DELTA_LOG_DIR)
-
-_GLOB = re.compile(r"[*?\[{]")
 
 
 def place(path: str) -> Place:
@@ -52,14 +48,6 @@ def inside(a: Place, b: Place) -> bool:
 def nested(a: Place, b: Place) -> bool:
     """Whether ``a`` and ``b`` are one place or one lies inside the other."""
     return a == b or inside(a, b) or inside(b, a)
-
-
-def fixed_prefix(path: str) -> str:
-    """The part of a glob before its first wildcard segment (the whole path if it has none)."""
-    if not _GLOB.search(path):
-        return path
-    head = _GLOB.split(path, 1)[0]
-    return head.rsplit("/", 1)[0] if "/" in head else "."
 
 
 def check_writable(path: str, *, warehouse: str, key: str, file: str | None, what: str) -> None:
@@ -86,10 +74,10 @@ def check_writable(path: str, *, warehouse: str, key: str, file: str | None, wha
 
 
 def written_by(dag: DagSpec | CopyDagSpec) -> list[str]:
-    """Every place a DAG writes: its table sinks and error table, or its copy target."""
+    """Every place a DAG writes: what its sinks write and its error table, or its copy target."""
     if isinstance(dag, CopyDagSpec):
         return [dag.copy.target]
-    paths = [s.conf.path for s in dag.sinks if isinstance(s.conf, TableSinkConf)]
+    paths = [path for s in dag.sinks for path in s.conf.writes().values()]
     return [*paths, dag.error_table] if dag.error_table else paths
 
 
@@ -114,11 +102,9 @@ def made_upstream(job: JobSpec, dag: DagSpec | CopyDagSpec) -> frozenset[str]:
     if isinstance(dag, CopyDagSpec) or not dag.after:
         return frozenset()
     conf = dag.source.conf
-    if isinstance(conf, DeltaSourceConf):
-        reads = {conf.path: conf.path}
-    elif isinstance(conf, FilesSourceConf):
-        reads = {p: fixed_prefix(p) for p in conf.paths()}
-    else:
+    assert isinstance(conf, SourceConf)  # a DAG's source spec holds its source's config
+    reads = conf.inputs()
+    if not reads:
         return frozenset()
     writes = [place(p) for up in upstreams(job, dag) for p in written_by(up)]
     return frozenset(path for path, probe in reads.items() if any(nested(place(probe), w) for w in writes))

@@ -21,7 +21,7 @@ from engine.spec.documented import documented_defaults
         pytest.param(CONVERTERS, ("converters", 0), id="converters"),
     ],
 )
-def test_every_optional_field_of_every_plugin_is_listed(registry: Registry[Any], where: tuple[Any, ...]) -> None:
+def test_every_optional_field_of_every_plugin_is_listed(registry: Registry[Any, Any], where: tuple[Any, ...]) -> None:
     for name in registry.names():
         conf = registry.get(name).conf
         node = {"type": name}

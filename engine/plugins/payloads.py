@@ -1,0 +1,54 @@
+"""The classes a stored batch plan may name, so decoding a plan never imports what it is told to.
+
+A plan (``engine.commit.codec``) stores each work unit's payload dataclasses by
+``module:Class``. Decoding rebuilds only the classes registered here: the built-in sources'
+(listed with their registry entries, as import paths, so registering imports nothing), and an
+entry-point plugin's own (its implementation's ``Payloads``, registered when the entry point is
+loaded). A class that moved keeps the name older plans stored it under (``formerly``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+class UnknownPayloadError(ValueError):
+    """A stored plan names a class no plugin registered."""
+
+
+class PayloadClasses:
+    """The registered payload classes by the ``module:Class`` name a plan stores."""
+
+    def __init__(self) -> None:
+        self._paths: dict[str, str] = {}
+
+    def register(self, path: str, *, formerly: tuple[str, ...] = ()) -> None:
+        """Allow the class at ``path`` (``module:Class``), also under the names in ``formerly``."""
+        for name in (path, *formerly):
+            self._paths[name] = path
+
+    def register_class(self, cls: type) -> None:
+        self.register(f"{cls.__module__}:{cls.__qualname__}")
+
+    def names(self) -> list[str]:
+        return sorted(self._paths)
+
+    def resolve(self, name: str) -> type[Any]:
+        """The class a plan names; :class:`UnknownPayloadError` for one no plugin registered."""
+        path = self._paths.get(name)
+        if path is None:
+            raise UnknownPayloadError(
+                f"a batch plan names class {name}, which no plugin registered as a work-unit payload"
+            )
+        module, _, qualname = path.partition(":")
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        if not isinstance(found, type):
+            raise UnknownPayloadError(f"a batch plan names {name}, which is not a class")
+        return found
+
+
+PAYLOADS = PayloadClasses()
+"""The one registry of payload classes (the plugin registries add to it)."""

@@ -1,0 +1,170 @@
+"""Finding files: what the files source lists and how it names what it found.
+
+Listing goes through Spark's own file index (:func:`spark_listing`: one round trip however many
+files); existence and globs through the Hadoop FileSystem API (:class:`HadoopPaths`: one py4j call
+per path). Hidden files and directories (``_`` or ``.`` prefixes, e.g. ``_SUCCESS``) are ignored,
+as Spark's readers do. :class:`FileEntry` is what a work unit carries (a stored plan names it).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+GLOB = re.compile(r"[*?\[{]")
+SCHEME = r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    """The file's qualified Hadoop path, as Spark's readers take it (``file:/in/a b/x.json``)."""
+    size: int
+    mtime_ms: int
+    dataset: str
+
+    @property
+    def position(self) -> tuple[int, str]:
+        return (self.mtime_ms, self.path)
+
+
+def directory_prefix(path: str) -> str:
+    """The directories of a glob before its first wildcard (``/in/2026-*/x.json`` -> ``/in``)."""
+    head = GLOB.split(path, maxsplit=1)[0]
+    return head.rsplit("/", 1)[0] or "/"
+
+
+def spark_listing(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
+    """``(hadoop path, bytes, mtime ms)`` of every visible file under ``patterns``, recursively."""
+    if not patterns:
+        return []
+    listing = (
+        _listing_session(spark)
+        .read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .load(patterns)
+        .select("path", "length", (F.unix_micros("modificationTime") / 1000).cast("long").alias("mtime"))
+    )
+    # Spark reports URIs (a%20b); Hadoop paths, which its readers take, are decoded.
+    return [(unquote(r["path"]), int(r["length"]), int(r["mtime"])) for r in listing.collect()]
+
+
+_LISTING_LOCK = threading.Lock()
+_LISTING_TASKS = (
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism",  # default 10,000: a task per path
+    "spark.sql.files.maxPartitionNum",  # a scan packs small files by a 4 MB open cost: 600+ tasks
+)
+
+
+def _listing_session(spark: SparkSession) -> SparkSession:
+    """A session with ``spark``'s settings whose file index and scan are sized for a listing.
+
+    A glob matching thousands of files gives the file index as many root paths: by default it
+    lists them in a Spark job of one task per path, and the ``binaryFile`` scan that follows packs
+    them into hundreds of tasks that each do next to nothing. Capping both at the cluster's
+    parallelism keeps the listing parallel with a few tasks (``bench/file_log.py``). Only the
+    task counts differ from ``spark``, so what is listed is the same; the session is made once
+    per run session and shared by its DAG threads."""
+    with _LISTING_LOCK:
+        session: SparkSession | None = getattr(spark, "_engine_listing", None)
+        if session is None:
+            session = spark.newSession()
+            for key, value in spark.conf.getAll.items():
+                if session.conf.isModifiable(key):
+                    session.conf.set(key, value)
+            tasks = str(max(2, spark.sparkContext.defaultParallelism))
+            for key in _LISTING_TASKS:
+                session.conf.set(key, tasks)
+            spark._engine_listing = session  # type: ignore[attr-defined]
+        return session
+
+
+def bare(path: str) -> str:
+    """A Hadoop path without its scheme and authority (``file:/a b/x`` -> ``/a b/x``)."""
+    return re.sub(SCHEME, "", path)
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+class HadoopPaths:
+    """The Hadoop FileSystem API through py4j, for what costs one call per path: existence and globs
+    (listing many files goes through :func:`spark_listing`)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        self._jvm = jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+
+    def _path(self, path: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(path)
+
+    def exists(self, path: str) -> bool:
+        jpath = self._path(path)
+        return bool(jpath.getFileSystem(self._conf).exists(jpath))
+
+    def matches(self, pattern: str) -> bool:
+        """Whether anything matches (one call, whatever the number of matches)."""
+        jpath = self._path(pattern)
+        found = jpath.getFileSystem(self._conf).globStatus(jpath)
+        return found is not None and len(found) > 0
+
+    def glob(self, pattern: str) -> list[tuple[str, bool]]:
+        """``(uri, is_directory)`` of each visible match."""
+        jpath = self._path(pattern)
+        matches = jpath.getFileSystem(self._conf).globStatus(jpath)
+        if matches is None:
+            return []
+        out = []
+        for status in matches:
+            path = status.getPath()
+            if not _hidden(path.getName()):
+                out.append((path.toString(), bool(status.isDirectory())))
+        return out
+
+
+class PartitionLayout:
+    """``yyyy/MM/dd`` or ``dt=yyyy-MM-dd/HH`` as a regex over a file's path below its root."""
+
+    _FIELDS = {"yyyy": r"(?P<y>\d{4})", "MM": r"(?P<m>\d{2})", "dd": r"(?P<d>\d{2})", "HH": r"(?P<h>\d{2})"}
+
+    def __init__(self, pattern: str) -> None:
+        regex = ""
+        rest = pattern
+        while rest:
+            token = next((t for t in self._FIELDS if rest.startswith(t)), None)
+            if token:
+                regex += self._FIELDS[token]
+                rest = rest[len(token) :]
+            else:
+                regex += re.escape(rest[0])
+                rest = rest[1:]
+        self.regex = re.compile(regex + "/")
+        self.unit = "h" if "HH" in pattern else "d" if "dd" in pattern else "m" if "MM" in pattern else "y"
+
+    def start_of(self, relative: str) -> datetime | None:
+        found = self.regex.match(relative)
+        if not found:
+            return None
+        g = found.groupdict()
+        return datetime(int(g["y"]), int(g.get("m") or 1), int(g.get("d") or 1), int(g.get("h") or 0))
+
+    def end_of(self, start: datetime) -> datetime:
+        if self.unit == "h":
+            return start + timedelta(hours=1)
+        if self.unit == "d":
+            return start + timedelta(days=1)
+        if self.unit == "m":
+            return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+        return start.replace(year=start.year + 1)

@@ -1,0 +1,81 @@
+"""Stored plans decode only the payload classes plugins registered. No JVM."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from engine.commit import codec
+from engine.plugins import PAYLOADS, PayloadClasses, PluginConf, PluginEntry, Registry, UnknownPayloadError
+from engine.sources import SOURCES
+from engine.sources.delta import Range
+from engine.sources.file_listing import FileEntry
+from engine.sources.workunits import Size, WorkUnit
+from engine.state.watermarks import LongWatermark
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A third party's payload."""
+
+    start: int
+    end: int
+
+
+class SliceConf(PluginConf):
+    type: str = "sliced"
+
+
+def roundtrip(value: Any) -> Any:
+    return codec.decode(json.loads(json.dumps(codec.encode(value))))
+
+
+def test_the_built_in_payloads_round_trip() -> None:
+    unit = WorkUnit("files:/in", None, LongWatermark(3), size=Size(files=1), payload=[FileEntry("file:/a", 1, 2, "d")])
+    delta = WorkUnit("delta:/t", None, LongWatermark(7), payload=Range("appends", 4, 7, ("p.parquet",)))
+    assert roundtrip([unit, delta]) == [unit, delta]
+
+
+def test_a_plan_stored_before_the_files_source_split_still_decodes() -> None:
+    stored = {
+        "$dc": "engine.sources.files:FileEntry",
+        "f": {"path": "file:/a", "size": 1, "mtime_ms": 2, "dataset": "d"},
+    }
+    assert codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("os:PathLike", id="outside-the-engine"),
+        pytest.param("engine.sources.conf:FilesSourceConf", id="an-engine-class-no-plugin-registered"),
+        pytest.param(f"{__name__}:Unregistered", id="unregistered-third-party"),
+    ],
+)
+def test_a_plan_naming_an_unregistered_class_is_refused(name: str) -> None:
+    with pytest.raises(UnknownPayloadError, match=f"names class {name}, which no plugin registered"):
+        codec.decode({"$dc": name, "f": {}})
+
+
+def test_a_plugin_registered_with_its_payloads_has_them_decoded() -> None:
+    registry: Registry[SliceConf, object] = Registry("thing", {})
+    registry.register("sliced", PluginEntry(SliceConf, f"{__name__}:Slice", payloads=(f"{__name__}:Slice",)))
+    assert roundtrip(WorkUnit("s", None, None, payload=Slice(1, 2))).payload == Slice(1, 2)
+
+
+def test_registering_a_class_by_itself_and_by_a_former_name() -> None:
+    payloads = PayloadClasses()
+    payloads.register_class(Slice)
+    payloads.register(f"{__name__}:Slice", formerly=("old.module:Slice",))
+    assert payloads.resolve("old.module:Slice") is Slice
+    assert payloads.resolve(f"{__name__}:Slice") is Slice
+    assert f"{__name__}:Slice" in payloads.names()
+
+
+def test_every_builtin_source_registry_entry_registers_its_payloads() -> None:
+    for name in SOURCES.names():
+        for path in SOURCES.get(name).payloads:
+            assert PAYLOADS.resolve(path).__name__ == path.rsplit(":", 1)[1]
