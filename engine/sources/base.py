@@ -64,6 +64,9 @@ class Source(ABC):
     """Reads a JobDag's records. Subclasses implement :meth:`plan`, :meth:`schema` and :meth:`read`."""
 
     Conf: ClassVar[type[SourceConf]]
+    Payloads: ClassVar[tuple[type, ...]] = ()
+    """The dataclasses this source's work units carry, for an entry-point plugin to register (a
+    stored plan decodes only registered classes); built-ins list theirs in their registry entry."""
     conf: SourceConf
 
     def __init__(self, conf: SourceConf, *, name: str, key: str, schema_ddl: str | None) -> None:

@@ -79,3 +79,34 @@ def test_every_builtin_source_registry_entry_registers_its_payloads() -> None:
     for name in SOURCES.names():
         for path in SOURCES.get(name).payloads:
             assert PAYLOADS.resolve(path).__name__ == path.rsplit(":", 1)[1]
+
+
+class SlicedSource:
+    """A third party's implementation as its entry point names it."""
+
+    Conf = SliceConf
+    Payloads = (Slice,)
+
+
+class FakeEntryPoint:
+    name = "sliced"
+    value = f"{__name__}:SlicedSource"
+
+    def load(self) -> type[SlicedSource]:
+        return SlicedSource
+
+
+def test_an_entry_point_plugin_registers_its_own_payloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def entry_points(*, group: str) -> list[FakeEntryPoint]:
+        seen.append(group)
+        return [FakeEntryPoint()]
+
+    monkeypatch.setattr("engine.plugins.registry.entry_points", entry_points)
+    payloads = PayloadClasses()
+    monkeypatch.setattr("engine.plugins.registry.PAYLOADS", payloads)
+    registry: Registry[SliceConf, SlicedSource] = Registry("source", {})
+    assert registry.get("sliced").load() is SlicedSource
+    assert seen == ["engine.sources"]
+    assert payloads.resolve(f"{__name__}:Slice") is Slice
