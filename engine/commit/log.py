@@ -197,9 +197,9 @@ class CommitLog:
         """Every step is done (``note``: how, when not by this run's own sequence)."""
         return self._row(dag, scope, batch, DONE, message=note)
 
-    def released(self, pending: Pending, why: str) -> LogRow:
+    def released(self, dag: str, scope: str, batch: int, why: str) -> LogRow:
         """An operator reset a quarantined batch's failed attempts: the next run retries it."""
-        return self._row(pending.dag, pending.scope, pending.batch, RELEASED, message=why)
+        return self._row(dag, scope, batch, RELEASED, message=why)
 
     def abandoned(self, dag: str, scope: str, batch: int, why: str) -> LogRow:
         """The batch is dropped: an operator's decision, or a stale open plan."""

@@ -40,7 +40,7 @@ def target(log: CommitLog, max_attempts: dict[str, int], *, dag: str | None, bat
 
 
 def release(log: CommitLog, pending: Pending, reason: str) -> None:
-    log.write(log.released(pending, f"{getpass.getuser()}: {reason}"))
+    log.write(log.released(pending.dag, pending.scope, pending.batch, f"{getpass.getuser()}: {reason}"))
 
 
 def abandon(

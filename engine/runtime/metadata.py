@@ -68,7 +68,6 @@ class MetadataManager:
         guard: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
-        self.guard = guard
         self.spark = spark
         self.job = job
         self.run_id = run_id
