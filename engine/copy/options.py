@@ -43,8 +43,8 @@ class CopyOptions:
         """How a copy is made besides the source file (whose guid is in the stage key): the
         transforms (an encrypt's recipients, a gzip's level, ...) and the attributes. Recorded in
         the manifest with each published file, so a changed config copies the files again; secrets
-        are masked in the dump: a changed passphrase alone goes unnoticed. Computed once (a task
-        journals it with every file: 6 us a file)."""
+        are masked in the dump: a changed passphrase alone goes unnoticed. Computed once: a task
+        journals it with every file."""
         made = {
             "chain": [t.model_dump(mode="json") for t in self.chain],
             "attributes": [self.permissions, self.preserve_permissions, self.preserve_mtime],

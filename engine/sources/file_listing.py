@@ -61,7 +61,7 @@ def spark_listing(spark: SparkSession, patterns: list[str]) -> list[tuple[str, i
 _LISTING_LOCK = threading.Lock()
 _LISTING_TASKS = (
     "spark.sql.sources.parallelPartitionDiscovery.parallelism",  # default 10,000: a task per path
-    "spark.sql.files.maxPartitionNum",  # a scan packs small files by a 4 MB open cost: 600+ tasks
+    "spark.sql.files.maxPartitionNum",  # a scan packs small files by their open cost: many tasks
 )
 
 

@@ -67,7 +67,7 @@ class FilePlanner:
     def _list(self, spark: SparkSession) -> list[FileEntry]:
         """Every visible file under the paths, listed by Spark's own file index (``binaryFile``
         without its content column reads no file; big listings run in parallel on executors):
-        one round trip however many files, where per-file Hadoop calls through py4j cost ~1 ms each."""
+        one round trip however many files, where per-file Hadoop calls each cross py4j."""
         fs = HadoopPaths(spark)
         patterns = [p for p in self.conf.paths() if fs.matches(p)]  # a glob matching nothing yet is no data
         single = f"files:{self.conf.paths()[0]}" if self.conf.datasets == "single" else None

@@ -5,11 +5,12 @@ Metadata tables are append-only: appends never conflict in Delta, so many DAGs a
 share one metadata location. Readers pick the newest row per key.
 
 Two ways to reach the same tables: :class:`MetaTable` through Spark (any file system Hadoop
-reaches, with the session's credentials; ~0.3-1 s per call) and :class:`LocalMetaTable` through
-delta-rs on a local warehouse (~10 ms per call, no Spark job). :func:`meta_table` picks delta-rs
-for local paths unless ``ENGINE_METADATA_IO=spark``. Both write plain Delta (protocol 1/2), so a
-table written by one is read by the other; creation always goes through Spark, because delta-rs
-refuses the engine's own table properties (``engine.schema_version``) at creation.
+reaches, with the session's credentials, a Spark job per call) and :class:`LocalMetaTable`
+through delta-rs on a local warehouse (no Spark job, far cheaper: `bench/state_machinery.py`).
+:func:`meta_table` picks delta-rs for local paths unless ``ENGINE_METADATA_IO=spark``. Both write
+plain Delta (protocol 1/2), so a table written by one is read by the other; creation always goes
+through Spark, because delta-rs refuses the engine's own table properties
+(``engine.schema_version``) at creation.
 """
 
 from __future__ import annotations
@@ -43,9 +44,8 @@ VERSION_PROPERTY = "engine.schema_version"
 TIDY_AT_FILES = 24
 """A metadata table is tidied once it holds this many data files: compacted into one file,
 checkpointed, and files removed more than the table's retention ago (7 days) deleted. Every append
-adds a file and every read opens them all (about 0.25 ms a file with delta-rs, plus the replay of
-each commit since the last checkpoint), so without it a copy job run hourly reads its state ever
-more slowly: 100 runs made each read about 50 ms instead of 4."""
+adds a file and every read opens them all (plus the replay of each commit since the last
+checkpoint), so without it a copy job run hourly would read its state ever more slowly."""
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -270,8 +270,8 @@ class LocalMetaTable(MetaTable):
     def prefetch(self) -> None:
         """Start opening the table on a thread of its own and return at once: the first call
         that needs it takes the handle (or, if the table was missing or the open failed, opens
-        it again then). An open reads the log from disk, 2-8 ms each from a cold cache, and a run
-        uses six tables: opened meanwhile, they cost its planning nothing."""
+        it again then). An open reads the log from disk and a run uses several tables: opened
+        meanwhile, they cost its planning nothing."""
         if self._handle is not None or self._prefetched is not None:
             return
         pending: Future[Any] = Future()

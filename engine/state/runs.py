@@ -67,7 +67,7 @@ class InMemoryRunStore(RunStore):
 
 class WriteBehind(RunStore):
     """``store``'s appends on one thread of their own, in the order given, so a DAG does not wait
-    for a Delta commit (about 10 ms with delta-rs) to start or to end, and a run's last rows land
+    for a Delta commit to start or to end, and a run's last rows land
     while its flow row is written. :meth:`close` waits for them all and raises the first failure;
     :meth:`history` waits first, so it sees every row appended before it."""
 
