@@ -40,7 +40,7 @@ def _direct_classes() -> tuple[type, type]:
     from engine.runtime.metadata import MetadataManager
     from engine.runtime.publisher import Publisher
     from engine.sinks.error_table import ErrorTable
-    from engine.state.store import DatasetState, DatasetStatus, utcnow
+    from engine.state.store import DatasetState, Status, utcnow
 
     class DirectDag(JobDag):
         def _stage(self, spark: Any, frames: Any, plan: Any, ok: Any, batch: Any) -> Any:
@@ -64,7 +64,7 @@ def _direct_classes() -> tuple[type, type]:
             saved = [
                 DatasetState(self.job, dag.name, dag.scope, o.unit.dataset, h, self.run_id, now, note="run")
                 for o in result.datasets
-                if o.status == DatasetStatus.COMMITTED and (h := dag.source.actual_high(o.unit)) is not None
+                if o.status == Status.COMMITTED and (h := dag.source.actual_high(o.unit)) is not None
             ]
             if saved:
                 self.state.save_state(saved)

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         code = compose_and_run(sys.argv[1:] if argv is None else argv, task)
     if code and not runs:  # Hydra refused the command line and has said why on stderr
         message = "the command line or the config could not be composed (see the message above)"
-        print(json.dumps({"status": "CONFIG_ERROR", "message": message}), flush=True)
+        print(json.dumps({"status": Status.CONFIG_ERROR, "message": message}), flush=True)
     elif len(runs) > 1 or any(runs):
         print(json.dumps(multirun_summary(runs), default=str), flush=True)
     sys.exit(code)
@@ -95,12 +95,12 @@ def new_run_id() -> str:
 def _outcome(app: AppConfig, run_id: str, job: str, stop: Stop) -> tuple[dict[str, Any], int]:
     """The summary of a run that raised nothing, and its exit code."""
     if stop.is_set():  # a multirun asked to stop starts no further run
-        summary = {"run_id": run_id, "job": job, "status": "CANCELLED", "message": stop.reason}
+        summary = {"run_id": run_id, "job": job, "status": Status.CANCELLED, "message": stop.reason}
     else:
         with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
             summary = _execute(app, run_id, stop)
     code = EXIT_OK if Status.of(summary["status"]).ok else EXIT_JOB_FAILED
-    if summary["status"] == "CANCELLED":
+    if summary["status"] == Status.CANCELLED:
         code = EXIT_SIGNALLED + (stop.signum or 15)
     return summary, code
 
@@ -112,8 +112,14 @@ def _failure(exc: Exception, app: AppConfig, run_id: str, job: str, debug: bool)
     _report(exc, debug)
     if not isinstance(exc, EngineError):
         first = str(exc).strip().splitlines()[0]
-        return {"run_id": run_id, "job": job, "status": "FAILED", "message": first}, EXIT_JOB_FAILED
-    status = "CONFIG_ERROR" if isinstance(exc, ConfigError) else "BUSY" if isinstance(exc, JobBusyError) else "FAILED"
+        return {"run_id": run_id, "job": job, "status": Status.FAILED, "message": first}, EXIT_JOB_FAILED
+    status = (
+        Status.CONFIG_ERROR
+        if isinstance(exc, ConfigError)
+        else Status.BUSY
+        if isinstance(exc, JobBusyError)
+        else Status.FAILED
+    )
     return {"run_id": run_id, "job": job, "status": status, "message": str(exc)}, exc.exit_code
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cli.progress import shown
 from engine.spec.app import AppConf, app_conf
+from engine.state.status import Status
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,7 +103,7 @@ def _validate(run: Run) -> dict[str, Any]:
     from engine.runtime import JobManager
 
     JobManager(run.spark).validate(run.spec, run.run_id)
-    return {"run_id": run.run_id, "job": run.spec.name, "status": "VALID", "dags": [d.name for d in run.spec.dags]}
+    return {"run_id": run.run_id, "job": run.spec.name, "status": Status.VALID, "dags": [d.name for d in run.spec.dags]}
 
 
 def _run(run: Run) -> dict[str, Any]:

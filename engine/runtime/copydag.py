@@ -49,7 +49,8 @@ from engine.runtime.stop import Stop
 from engine.sources.base import PlanContext
 from engine.sources.workunits import WorkUnit
 from engine.spec.copy import CopyConf, CopyDagSpec
-from engine.state.store import LIVE, DatasetStatus
+from engine.state.status import Status
+from engine.state.store import LIVE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -311,18 +312,18 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
 
     def cancelled(self, units: list[WorkUnit], started: float, reason: str) -> CopyResult:
         why = f"cancelled: {reason}; nothing was published, the next run reuses what was staged"
-        outcomes = [DatasetOutcome(u, DatasetStatus.CANCELLED, why) for u in units]
+        outcomes = [DatasetOutcome(u, Status.CANCELLED, why) for u in units]
         result = copy_result(self.name, outcomes, started, CopyMetrics(), message=why)
-        result.status = "CANCELLED"
+        result.status = Status.CANCELLED
         return result
 
     def unpublished(self, result: CopyResult, message: str) -> CopyResult:
         outcomes = [
-            replace(o, status=DatasetStatus.FAILED, message=message) if o.status == DatasetStatus.COMMITTED else o
+            replace(o, status=Status.FAILED, message=message) if o.status == Status.COMMITTED else o
             for o in result.datasets
         ]
         out = copy_result(self.name, outcomes, time.monotonic() - result.seconds, result.copy, message=message)
-        out.status = "FAILED"
+        out.status = Status.FAILED
         return out
 
 

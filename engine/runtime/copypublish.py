@@ -26,7 +26,8 @@ from engine.copy.steps import ClearStaging, WriteEvents, register
 from engine.runtime.copyplan import CopyPlan, adopted
 from engine.runtime.dag import DagResult, DatasetOutcome
 from engine.sources.workunits import Size, WorkUnit
-from engine.state.store import DatasetStatus, utcnow
+from engine.state.status import Status
+from engine.state.store import utcnow
 from engine.state.watermarks import ManifestWatermark
 
 if TYPE_CHECKING:
@@ -78,9 +79,9 @@ def copy_result(
 ) -> CopyResult:
     """A result whose status follows its outcomes: any failed or rolled back dataset makes it
     ``PARTIAL`` if some files were published, else ``FAILED``."""
-    failed = [o for o in outcomes if o.status in (DatasetStatus.FAILED, DatasetStatus.ROLLED_BACK)]
+    failed = [o for o in outcomes if o.status in (Status.FAILED, Status.ROLLED_BACK)]
     published = any(o.records for o in outcomes)
-    status = "SUCCEEDED" if not failed else "PARTIAL" if published else "FAILED"
+    status = Status.SUCCEEDED if not failed else Status.PARTIAL if published else Status.FAILED
     return CopyResult(
         name=name,
         status=status,
@@ -128,7 +129,7 @@ class Publication:
         self.metrics.file_sets_failed = len(self.failed_sets)
         first = self.failures[0].error if self.failures else self.errors[0] if self.errors else ""
         result = copy_result(self.dag.name, outcomes, started, self.metrics, message=first)
-        published = (DatasetStatus.COMMITTED, DatasetStatus.FAILED)
+        published = (Status.COMMITTED, Status.FAILED)
         result.files_published = sum(o.records for o in outcomes if o.status in published)
         result.sinks = {"target": result.files_published}
         result.staged = [Staged(steps=self.steps)] if self.steps else []
@@ -140,9 +141,9 @@ class Publication:
         counted = self._count(listing)
         if listing.error:
             log.error("dag %s: dataset %s: %s", self.dag.name, name, listing.error)
-            return DatasetOutcome(unit, DatasetStatus.FAILED, listing.error, start_time=self.now)
+            return DatasetOutcome(unit, Status.FAILED, listing.error, start_time=self.now)
         if unit.empty:
-            return DatasetOutcome(unit, DatasetStatus.EMPTY, unit.note, start_time=self.now)
+            return DatasetOutcome(unit, Status.EMPTY, unit.note, start_time=self.now)
         sets = file_sets(listing)
         later = self._deletions_first(name, listing) if not self.hold else []
         published = self._file_sets(listing, sets)
@@ -193,17 +194,17 @@ class Publication:
             total = sum(n for e in entries for _, n in e.outputs)
             self.marks[name] = ManifestWatermark(path, len(entries), total).to_json()
 
-    def _verdict(self, name: str) -> tuple[DatasetStatus, str]:
+    def _verdict(self, name: str) -> tuple[Status, str]:
         failed = [c for c in self.failures if c.dataset == name]
         if failed:
-            return DatasetStatus.FAILED, f"{len(failed)} file(s) failed, first: {failed[0].error}"
+            return Status.FAILED, f"{len(failed)} file(s) failed, first: {failed[0].error}"
         if self.hold:
             held = len(self.failures) + len(self.errors)
             return (
-                DatasetStatus.ROLLED_BACK,
+                Status.ROLLED_BACK,
                 f"rolled back: publish.policy=full and {held} file(s) or dataset(s) failed",
             )
-        return DatasetStatus.COMMITTED, ""
+        return Status.COMMITTED, ""
 
     def _closing_steps(self) -> None:
         dag = self.dag

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from engine.commit.batch import Staged
 from engine.sources.workunits import WorkUnit
-from engine.state.store import DatasetStatus, utcnow
+from engine.state.status import Status
+from engine.state.store import utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,7 +42,7 @@ class DatasetOutcome:
     """What one dataset (work unit) of a run came to: its status row's content."""
 
     unit: WorkUnit
-    status: DatasetStatus
+    status: Status
     message: str = ""
     records: int = 0
     """Records read, or files published by a copy DAG."""
@@ -70,7 +71,7 @@ class DagResult:
     DAG's published files)."""
 
     name: str
-    status: str
+    status: Status
     message: str = ""
     sinks: dict[str, int] = field(default_factory=dict)
     """What each output received (a sink's records, a copy target's files)."""
@@ -115,7 +116,7 @@ class DagResult:
             "records_dropped": self.records_dropped,
             "sinks": self.sinks,
             "datasets": by_status,
-            "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == DatasetStatus.FAILED],
+            "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == Status.FAILED],
             "recovered_batches": self.recovered,
             "seconds": round(self.seconds, 3),
             "executor_seconds": round(self.executor_seconds, 3),

@@ -15,11 +15,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from engine.state.status import Status
+
 T = TypeVar("T")
 
-SUCCEEDED = "SUCCEEDED"
-SKIPPED = "SKIPPED"
-CANCELLED = "CANCELLED"
+SUCCEEDED = Status.SUCCEEDED
+SKIPPED = Status.SKIPPED
+CANCELLED = Status.CANCELLED
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Outcome(Generic[T]):
 
     name: str
     value: T | None = None
-    status: str = SUCCEEDED
+    status: Status = SUCCEEDED
     """``SUCCEEDED`` when the task ran (its value says how it went), else ``SKIPPED``/``CANCELLED``."""
     reason: str = ""
 

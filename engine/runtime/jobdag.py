@@ -45,7 +45,8 @@ from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Sou
 from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
-from engine.state.store import DatasetStatus, utcnow
+from engine.state.status import Status
+from engine.state.store import utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -125,7 +126,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         """The new watermark (JSON) of each dataset the result commits that moved."""
         marks: dict[str, str] = {}
         for o in result.datasets:
-            if o.status != DatasetStatus.COMMITTED:
+            if o.status != Status.COMMITTED:
                 continue  # failed, rolled back and empty units keep their stored watermark
             high = self.source.actual_high(o.unit)
             if high is not None and high != o.unit.low:
@@ -137,7 +138,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         return [
             [o.unit.dataset, *file]
             for o in result.datasets
-            if o.status == DatasetStatus.COMMITTED
+            if o.status == Status.COMMITTED
             for file in self.source.files_read(o.unit)
         ]
 
@@ -213,7 +214,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         ``stop`` is set nothing more is read and nothing is staged: the result is ``CANCELLED``."""
         run = _Run(plan, batch, scope or scope_for(self.run_id, self.name, self.spec.pool_name), stop or Stop())
         groups = pack(plan.units, max_groups=self.spec.work_units.max_groups) if plan.schema is not None else []
-        outcomes = [DatasetOutcome(u, DatasetStatus.EMPTY, u.note) for u in plan.units if u.empty]
+        outcomes = [DatasetOutcome(u, Status.EMPTY, u.note) for u in plan.units if u.empty]
         if not groups:
             return self._result(outcomes, {}, run.started)
         read = self._read_groups(spark, run, groups)
@@ -306,7 +307,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 return self._staging_failed(run, read, outcomes, exc)
             kill_point("after_staging", self.name)
         for g in read:
-            status = DatasetStatus.FAILED if g.error else DatasetStatus.COMMITTED
+            status = Status.FAILED if g.error else Status.COMMITTED
             outcomes += [self._outcome(u, g, status, g.error or u.note) for u in g.group.units]
         result = self._result(outcomes, written, run.started, message=failed[0].error if failed else "")
         result.staged = staged
@@ -316,11 +317,11 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         """Under ``publish.policy=full`` a failed group rolls every other one back."""
         failed = [g for g in read if g.error]
         for g in failed:
-            outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error) for u in g.group.units]
+            outcomes += [self._outcome(u, g, Status.FAILED, g.error) for u in g.group.units]
         why = f"rolled back: {len(failed)} group(s) failed under publish.policy=full"
         for g in read:
             if not g.error:
-                outcomes += [self._outcome(u, g, DatasetStatus.ROLLED_BACK, why) for u in g.group.units]
+                outcomes += [self._outcome(u, g, Status.ROLLED_BACK, why) for u in g.group.units]
         return self._result(outcomes, {}, started, message=failed[0].error)
 
     def _marked(self, batch: BatchRef, ok: list[_Group]) -> BatchRef:
@@ -336,7 +337,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         message = first_line(exc)
         log.error("dag %s: staging failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
         for g in read:
-            outcomes += [self._outcome(u, g, DatasetStatus.FAILED, g.error or message) for u in g.group.units]
+            outcomes += [self._outcome(u, g, Status.FAILED, g.error or message) for u in g.group.units]
         return self._result(outcomes, {}, run.started, message=message)
 
     def _stage(
@@ -366,21 +367,21 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     def cancelled(self, units: list[WorkUnit], started: float, reason: str) -> RecordsResult:
         """The result of a run stopped before publishing: nothing staged, every dataset cancelled."""
         why = f"cancelled: {reason}; nothing was published, the next run reads it again"
-        outcomes = [DatasetOutcome(u, DatasetStatus.CANCELLED, why) for u in units]
+        outcomes = [DatasetOutcome(u, Status.CANCELLED, why) for u in units]
         result = self._result(outcomes, {}, started, message=why)
-        result.status = "CANCELLED"
+        result.status = Status.CANCELLED
         return result
 
     def unpublished(self, result: RecordsResult, message: str) -> RecordsResult:
         """``result`` after its publishing failed: what was to commit did not."""
         outcomes = [
-            replace(o, status=DatasetStatus.FAILED, message=message) if o.status == DatasetStatus.COMMITTED else o
+            replace(o, status=Status.FAILED, message=message) if o.status == Status.COMMITTED else o
             for o in result.datasets
         ]
         return self._result(outcomes, {}, time.monotonic() - result.seconds, message=message)
 
     @staticmethod
-    def _outcome(unit: WorkUnit, g: _Group, status: DatasetStatus, message: str) -> DatasetOutcome:
+    def _outcome(unit: WorkUnit, g: _Group, status: Status, message: str) -> DatasetOutcome:
         counts = g.counts.get(unit.dataset)
         return DatasetOutcome(
             unit=unit,
@@ -396,14 +397,14 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     def _result(
         self, outcomes: list[DatasetOutcome], written: dict[str, int], started: float, *, message: str = ""
     ) -> RecordsResult:
-        failed = [o for o in outcomes if o.status == DatasetStatus.FAILED]
-        committed = [o for o in outcomes if o.status == DatasetStatus.COMMITTED]
+        failed = [o for o in outcomes if o.status == Status.FAILED]
+        committed = [o for o in outcomes if o.status == Status.COMMITTED]
         if not failed:
-            status = "SUCCEEDED"
+            status = Status.SUCCEEDED
         elif committed:
-            status = "PARTIAL"
+            status = Status.PARTIAL
         else:
-            status = "FAILED"
+            status = Status.FAILED
         return RecordsResult(
             name=self.name,
             status=status,

@@ -38,10 +38,10 @@ from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.spec.places import made_upstream
-from engine.state import RunRecord, RunStatus, RunStore
+from engine.state import RunRecord, RunStore
 from engine.state.runs import WriteBehind
 from engine.state.status import Status, run_outcome
-from engine.state.store import DatasetStatus, FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
+from engine.state.store import FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -78,7 +78,7 @@ class JobResult:
             "records_read": sum(d.records_read for d in self.dags),
             "errors": sum(d.records_rejected for d in self.dags),
             "sinks": {f"{d.name}.{sink}": n for d in self.dags for sink, n in d.sinks.items()},
-            "failed_dags": [d.name for d in self.dags if d.status != "SUCCEEDED"],
+            "failed_dags": [d.name for d in self.dags if d.status != Status.SUCCEEDED],
             "execute_seconds": round(self.seconds, 3),
             "dags": [d.as_dict() for d in self.dags],
         }
@@ -181,23 +181,18 @@ class JobManager:
         for path in sorted({p.dag.spec.error_table for p in job.dags if p.dag.spec.error_table}):
             ErrorTable(path).ensure(self.spark)  # before any concurrency
         by_name = {p.dag.name: p for p in job.dags}
-        nodes = [
-            Node(p.dag.name, p.dag.spec.after, p.dag.spec.priority, job.costs.get(p.dag.name, 0.0), i)
-            for i, p in enumerate(job.dags)
-        ]
         scopes = {n: scope_for(job.run_id, n, p.dag.spec.pool_name) for n, p in by_name.items()}
         finished = threading.Event()
-        canceller = threading.Thread(
+        threading.Thread(
             target=self._cancel_on_stop, args=(stop, finished, board, scopes), name="jobdag-cancel", daemon=True
-        )
-        canceller.start()
+        ).start()
         runs = WriteBehind(store)  # nothing in the run reads its run rows back
         try:
             outcomes = run_graph(
-                nodes,
+                _nodes(job),
                 lambda node: self._run_node(job, by_name[node.name], runs, scopes[node.name], stop, board),
                 parallelism=job.spec.parallelism,
-                ok=lambda r: r.status == "SUCCEEDED",
+                ok=lambda r: r.status == Status.SUCCEEDED,
                 stop=stop.event,
                 thread_name_prefix="jobdag",
             )
@@ -206,22 +201,11 @@ class JobManager:
                 result.recovered = job.metadata.recovered.get(result.name, [])
             flow = job.publisher.finish(results, start=job.start, cancelled=stop.is_set())  # as the run rows land
         except BaseException:
-            try:
-                runs.close()
-            except BaseException as late:  # the error in flight says more than a run row's
-                log.warning("run rows of run %s were not all written: %s", job.run_id, late)
+            _close_quietly(runs, job.run_id)
             raise
         finally:
             finished.set()
-        try:
-            runs.close()
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # a pyo3 panic is not an Exception
-            raise JobFailedError(
-                f"run {job.run_id} of job {job.spec.name!r} finished and its flow row says {flow.status.value}, "
-                f"but its run rows were not all written, so `history` will not show every DAG of it: {exc}"
-            ) from exc
+        _close(runs, job, flow)
         return JobResult(
             job=job.spec.name,
             run_id=job.run_id,
@@ -246,7 +230,7 @@ class JobManager:
         if planned.blocked is not None:
             return self._blocked(job, planned.dag, planned.blocked, board)
         record = RunRecord(
-            run_id=job.run_id, job=job.spec.name, dag=dag.name, status=RunStatus.RUNNING, start_time=utcnow()
+            run_id=job.run_id, job=job.spec.name, dag=dag.name, status=Status.RUNNING, start_time=utcnow()
         )
         if planned.plan is None or not all(u.empty for u in planned.plan.units):
             store.append(record)  # a DAG planned with nothing to do ends at once: only its final row
@@ -260,7 +244,7 @@ class JobManager:
         result.seconds = time.monotonic() - started  # planning (if deferred) to published
         store.append(
             record.finished(
-                RunStatus(result.status),
+                Status(result.status),
                 end_time=utcnow(),
                 message=result.message,
                 records_read=result.records_read,
@@ -293,11 +277,11 @@ class JobManager:
             on_read=lambda n: board.move(dag.name, phases.RUNNING, records=n),
         )
         with self._phases:  # from here on, a stop no longer cancels this DAG's Spark jobs
-            if stop.is_set() and result.status != "CANCELLED":
+            if stop.is_set() and result.status != Status.CANCELLED:
                 result = dag.cancelled(planned.plan.units, time.monotonic() - result.seconds, stop.reason)
-            if result.status != "CANCELLED":
+            if result.status != Status.CANCELLED:
                 board.move(dag.name, phases.PUBLISHING)
-        if result.status == "CANCELLED":
+        if result.status == Status.CANCELLED:
             job.publisher.record(dag, result)
             return result
         return job.publisher.commit(dag, result, batch)
@@ -312,11 +296,13 @@ class JobManager:
             job.publisher.record(dag, result)
             return result
         log.error("dag %s failed: %s", dag.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
-        return DagResult(name=dag.name, status="FAILED", message=first_line(exc), seconds=time.monotonic() - started)
+        return DagResult(
+            name=dag.name, status=Status.FAILED, message=first_line(exc), seconds=time.monotonic() - started
+        )
 
     def _blocked(self, job: PlannedJob, dag: AnyDag, stuck: Blocked, board: Board) -> DagResult:
         job.publisher.blocked_status(dag, stuck)
-        status = "QUARANTINED" if stuck.quarantined else "FAILED"
+        status = Status.QUARANTINED if stuck.quarantined else Status.FAILED
         board.move(dag.name, status, message=stuck.message)
         return DagResult(name=dag.name, status=status, message=stuck.message)
 
@@ -327,13 +313,11 @@ class JobManager:
         if outcome.value is not None:
             return outcome.value
         dag = planned.dag
-        status = DatasetStatus(outcome.status)
+        status = Status(outcome.status)
         datasets = [u.dataset for u in planned.plan.units if not u.empty] if planned.plan else []
         job.publisher.not_run_status(dag, status, outcome.reason, datasets)
         now = utcnow()
-        store.append(
-            RunRecord(job.run_id, job.spec.name, dag.name, RunStatus(outcome.status), now, now, outcome.reason)
-        )
+        store.append(RunRecord(job.run_id, job.spec.name, dag.name, Status(outcome.status), now, now, outcome.reason))
         board.move(dag.name, outcome.status, message=outcome.reason)
         log.warning("dag %s: %s", dag.name, outcome.reason)
         return DagResult(name=dag.name, status=outcome.status, message=outcome.reason)
@@ -348,3 +332,32 @@ class JobManager:
                 if board.phase(name) in (phases.PLANNING, phases.RUNNING):
                     log.warning("dag %s: cancelling its Spark jobs (%s)", name, stop.reason)
                     scope.cancel(self.spark.sparkContext)
+
+
+def _nodes(job: PlannedJob) -> list[Node]:
+    """The graph's nodes: each DAG with what it runs after, its priority and its last cost."""
+    return [
+        Node(p.dag.name, p.dag.spec.after, p.dag.spec.priority, job.costs.get(p.dag.name, 0.0), i)
+        for i, p in enumerate(job.dags)
+    ]
+
+
+def _close_quietly(runs: WriteBehind, run_id: str) -> None:
+    """Wait for the run rows while an error is in flight: that error says more than a run row's."""
+    try:
+        runs.close()
+    except BaseException as late:
+        log.warning("run rows of run %s were not all written: %s", run_id, late)
+
+
+def _close(runs: WriteBehind, job: PlannedJob, flow: FlowStatusRow) -> None:
+    """Wait for the run rows; a row that failed to land fails the run, whose flow row did land."""
+    try:
+        runs.close()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a pyo3 panic is not an Exception
+        raise JobFailedError(
+            f"run {job.run_id} of job {job.spec.name!r} finished and its flow row says {flow.status.value}, "
+            f"but its run rows were not all written, so `history` will not show every DAG of it: {exc}"
+        ) from exc

@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from engine.state.status import Status
+
 QUEUED = "queued"
 PLANNING = "planning"
 RUNNING = "running"
 PUBLISHING = "publishing"
-FINISHED = ("SUCCEEDED", "PARTIAL", "FAILED", "QUARANTINED", "CANCELLED", "SKIPPED")
+FINISHED = tuple(Status(s) for s in ("SUCCEEDED", "PARTIAL", "FAILED", "QUARANTINED", "CANCELLED", "SKIPPED"))
 
 
 @dataclass(frozen=True)

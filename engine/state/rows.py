@@ -22,12 +22,6 @@ def backfill_scope(start: str | None, end: str | None) -> str:
     return f"backfill:{start or ''}..{end or ''}"
 
 
-DatasetStatus = Status
-"""The former name of a dataset's :class:`~engine.state.status.Status`."""
-FlowState = Status
-"""The former name of a run's :class:`~engine.state.status.Status` in its FlowStatus row."""
-
-
 @dataclass(frozen=True)
 class DatasetState:
     job: str

@@ -18,10 +18,6 @@ from engine.state.status import Status
 SCHEMA_VERSION = 1
 
 
-RunStatus = Status
-"""The former name of a DAG's :class:`~engine.state.status.Status` in the runs table."""
-
-
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str

@@ -25,7 +25,7 @@ from typing import Any
 import pyrage
 import pytest
 
-from engine.state.store import DatasetStatus
+from engine.state.status import Status
 from tests.copy.test_copy_job import Copier, checksums, copy_of, journaled, staged, tree
 from tests.s3 import S3Server
 
@@ -517,8 +517,8 @@ def test_with_publish_policy_full_one_failing_file_publishes_nothing_and_the_rer
     result = job.run()
     assert result.status == "FAILED", result.summary()
     by_name = outcomes(result)
-    assert by_name["db/c"].status == DatasetStatus.FAILED and "part-1.csv.gz" in by_name["db/c"].message
-    assert {by_name[d].status for d in ("db/a", "db/b")} == {DatasetStatus.ROLLED_BACK}
+    assert by_name["db/c"].status == Status.FAILED and "part-1.csv.gz" in by_name["db/c"].message
+    assert {by_name[d].status for d in ("db/a", "db/b")} == {Status.ROLLED_BACK}
     assert checksums(dst) == {}, "nothing at all is published"
     assert not list((lake / "_engine" / "copy_events").rglob("*.jsonl")), "no event for an unpublished set"
     left = staged(dst)  # the five good files stay staged, each recorded in its task's journal

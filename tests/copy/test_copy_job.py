@@ -16,7 +16,8 @@ import pytest
 
 from engine.runtime import JobManager
 from engine.state import InMemoryRunStore
-from engine.state.store import DatasetStatus, InMemoryMetadataStore
+from engine.state.status import Status
+from engine.state.store import InMemoryMetadataStore
 from tests.helpers import compile_dict
 
 pytestmark = pytest.mark.spark
@@ -122,7 +123,7 @@ def test_a_recursive_copy_replicates_the_tree_and_an_unchanged_rerun_copies_noth
     assert second.status == "SUCCEEDED"
     stats = copy_of(second)
     assert stats["files_copied"] == 0 and stats["files_skipped"] == 14
-    assert second.dags[0].datasets[0].status == DatasetStatus.EMPTY
+    assert second.dags[0].datasets[0].status == Status.EMPTY
     assert len(job.metadata.read_log("mirror")) == log_rows, "an unchanged run writes nothing to the commit log"
 
 
@@ -231,8 +232,8 @@ def test_glob_datasets_publish_per_file_set_and_a_corrupt_file_fails_only_its_se
     first = job.run()
     assert first.status == "PARTIAL", json.dumps(first.summary()["dags"], default=str)[:3000]
     by_name = {o.unit.dataset: o for o in first.dags[0].datasets}
-    assert by_name["db/a"].status == DatasetStatus.COMMITTED and by_name["db/b"].status == DatasetStatus.COMMITTED
-    assert by_name["db/c"].status == DatasetStatus.FAILED
+    assert by_name["db/a"].status == Status.COMMITTED and by_name["db/b"].status == Status.COMMITTED
+    assert by_name["db/c"].status == Status.FAILED
     assert "part-1.csv.gz" in by_name["db/c"].message
     assert gzip.decompress(good["db/a/part-2.csv.gz"]) == (dst / "db" / "a" / "part-2.csv").read_bytes()
     assert not (dst / "db" / "c").exists(), "nothing of the failed set is visible"
@@ -438,7 +439,7 @@ def test_two_source_files_with_one_destination_are_refused_naming_both(spark: An
     result = job.run()
     assert result.status == "PARTIAL", result.summary()
     by_name = {o.unit.dataset: o for o in result.dags[0].datasets}
-    assert by_name["t"].status == DatasetStatus.FAILED
+    assert by_name["t"].status == Status.FAILED
     assert "x.csv and x.csv.gz would both be copied to x.csv" in by_name["t"].message, by_name["t"].message
     assert checksums(dst) == {"u/y.csv": hashlib.sha256(b"y\n").hexdigest()}, "the other dataset publishes"
 

@@ -15,7 +15,8 @@ from engine.runtime.copypublish import CopyResult
 from engine.runtime.dag import DAG_CLASSES, Dag, DagResult, dag_for
 from engine.runtime.jobdag import JobDag, RecordsResult
 from engine.sources.workunits import WorkUnit
-from engine.state.store import LIVE, DatasetStatus
+from engine.state.status import Status
+from engine.state.store import LIVE
 from tests.helpers import compile_dict
 
 RECORDS = {
@@ -79,5 +80,5 @@ def test_a_cancelled_result_names_the_reason_it_is_given(raw: dict[str, Any], tm
     unit = WorkUnit(dataset="d", low=None, high=None)
     result = dag.cancelled([unit], time.monotonic(), "SIGTERM")
     assert result.status == "CANCELLED" and result.message.startswith("cancelled: SIGTERM; nothing was published")
-    assert [o.status for o in result.datasets] == [DatasetStatus.CANCELLED]
+    assert [o.status for o in result.datasets] == [Status.CANCELLED]
     assert result.staged == [] and result.records_read == 0 and result.sinks == {}

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from engine.errors import ConfigError
 from engine.runtime import JobManager
-from engine.state import RunStatus
+from engine.state.status import Status
 from tests.helpers import compile_dict, run_dict, write_jsonl
 
 
@@ -47,7 +47,7 @@ def test_dags_run_in_parallel_and_one_failure_does_not_stop_the_others(spark: An
         not (lake / "boom" / "_delta_log").exists() or DeltaTable(str(lake / "boom")).to_pyarrow_table().num_rows == 0
     )
     statuses = {r.dag: r.status for r in store.history("shop")}
-    assert statuses == {"a": RunStatus.SUCCEEDED, "boom": RunStatus.FAILED, "c": RunStatus.SUCCEEDED}
+    assert statuses == {"a": Status.SUCCEEDED, "boom": Status.FAILED, "c": Status.SUCCEEDED}
 
 
 def test_a_config_mistake_in_any_dag_stops_the_job_before_any_write(spark: Any, lake: Path) -> None:

@@ -19,8 +19,9 @@ from engine.runtime.discovery import discover
 from engine.runtime.progress import Board
 from engine.runtime.stop import Stop
 from engine.spec import compile_job
-from engine.state import InMemoryRunStore, RunStatus
-from engine.state.store import DatasetStatus, InMemoryMetadataStore
+from engine.state import InMemoryRunStore
+from engine.state.status import Status
+from engine.state.store import InMemoryMetadataStore
 from tests.helpers import compile_dict, delta_ids, run_dict, write_jsonl
 
 
@@ -77,9 +78,9 @@ def test_a_failed_upstream_skips_its_dependents_and_says_why(spark: Any, lake: P
     assert by_name["independent"].status == "SUCCEEDED"
     assert sorted(result.summary()["failed_dags"]) == ["land", "refine", "report"]
     assert not (lake / "refined").exists() and not (lake / "other").exists()
-    assert {r.dag: r.status for r in store.history("t")}["refine"] == RunStatus.SKIPPED
+    assert {r.dag: r.status for r in store.history("t")}["refine"] == Status.SKIPPED
     rows = [r for r in metadata.job_status("t") if r.dag == "refine"]
-    assert [r.status for r in rows] == [DatasetStatus.SKIPPED] and "upstream land" in rows[0].message
+    assert [r.status for r in rows] == [Status.SKIPPED] and "upstream land" in rows[0].message
 
 
 def test_run_rows_that_cannot_be_written_fail_the_run_and_say_the_data_were_published(spark: Any, lake: Path) -> None:
@@ -176,7 +177,7 @@ def test_a_stop_cancels_running_dags_publishes_nothing_and_a_rerun_finishes(spar
         assert not (lake / name / "_delta_log").exists(), f"{name} published something"
     flow = metadata.flow_status("t")[0]
     assert flow.status.value == "CANCELLED"
-    assert {r.status for r in metadata.job_status("t")} == {DatasetStatus.CANCELLED}
+    assert {r.status for r in metadata.job_status("t")} == {Status.CANCELLED}
 
     rerun = JobManager(spark, metadata).run(compile_dict(slow_job(src), lake), "run-2", store)
     assert rerun.status == "SUCCEEDED"

@@ -11,10 +11,10 @@ from engine.commit.log import ABANDONED, DONE, SEQUENCE
 from engine.commit.steps import SetWatermarks
 from engine.runtime.lost_state import lost_scopes, lost_state
 from engine.state.checkpoints import start_over
+from engine.state.status import Status
 from engine.state.store import (
     LIVE,
     DatasetState,
-    DatasetStatus,
     FileRead,
     InMemoryMetadataStore,
     JobStatusRow,
@@ -45,7 +45,7 @@ def file_log(store: InMemoryMetadataStore, scope: str = LIVE) -> None:
 
 def job_status(store: InMemoryMetadataStore, scope: str = LIVE) -> None:
     now = utcnow()
-    row = JobStatusRow("r1", JOB, DAG, scope, DS, DatasetStatus.COMMITTED, "", 3, 10, 0.1, None, "7", now, now)
+    row = JobStatusRow("r1", JOB, DAG, scope, DS, Status.COMMITTED, "", 3, 10, 0.1, None, "7", now, now)
     store.add_job_status([row])
 
 

@@ -12,7 +12,8 @@ import pytest
 from deltalake import DeltaTable
 
 from engine import hooks
-from engine.state.store import LIVE, DatasetStatus, InMemoryMetadataStore
+from engine.state.status import Status
+from engine.state.store import LIVE, InMemoryMetadataStore
 from engine.state.watermarks import FileWatermark, TimestampWatermark
 from tests.helpers import delta_ids, run_with, touch
 
@@ -129,16 +130,16 @@ def test_a_failing_dataset_keeps_its_watermark_under_each_policy(
     monkeypatch.setattr(hooks, "_current", hooks.Hooks(fail_datasets=("*/land/b",)))
     failed = run_with(spark, spec, lake, store, run=1)
     by_dataset = {o.unit.dataset.rsplit("/", 1)[1]: o.status for o in failed.dags[0].datasets}
-    assert by_dataset["b"] == DatasetStatus.FAILED
+    assert by_dataset["b"] == Status.FAILED
     state = {k.rsplit("/", 1)[1] for k in store.load_state("t", "t")}
     if policy == "full":
         assert failed.status == "FAILED"
-        assert by_dataset["a"] == by_dataset["c"] == DatasetStatus.ROLLED_BACK
+        assert by_dataset["a"] == by_dataset["c"] == Status.ROLLED_BACK
         assert state == set()  # nothing advanced
         assert not (lake / "out").exists()  # nothing written
     else:
         assert failed.status == "PARTIAL"
-        assert by_dataset["a"] == by_dataset["c"] == DatasetStatus.COMMITTED
+        assert by_dataset["a"] == by_dataset["c"] == Status.COMMITTED
         assert state == {"a", "c"}  # b keeps its (absent) low watermark
         assert delta_ids(lake / "out") == [*range(0, 10), *range(200, 210)]
 

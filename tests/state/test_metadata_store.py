@@ -12,14 +12,13 @@ import pytest
 from deltalake import DeltaTable
 
 from engine.errors import ConfigError
+from engine.state.status import Status
 from engine.state.store import (
     LIVE,
     CheckpointChange,
     CommitLogStore,
     DatasetState,
-    DatasetStatus,
     FileRead,
-    FlowState,
     FlowStatusRow,
     InMemoryMetadataStore,
     JobStatusRow,
@@ -40,7 +39,7 @@ def state(dataset: str, mark: Any, minute: int, *, dag: str = "d", scope: str = 
 
 def status(run: str, dataset: str, minute: int) -> JobStatusRow:
     at = T0 + timedelta(minutes=minute)
-    return JobStatusRow(run, "j", "d", LIVE, dataset, DatasetStatus.COMMITTED, "", 5, 50, 0.5, "1", "2", at, at)
+    return JobStatusRow(run, "j", "d", LIVE, dataset, Status.COMMITTED, "", 5, 50, 0.5, "1", "2", at, at)
 
 
 class StateStoreContract:
@@ -112,16 +111,16 @@ class StatusStoreContract:
             store.add_job_status([status(run, "a", minute), status(run, "b", minute)])
         rows = store.job_status("j", runs=2)
         assert [(r.run_id, r.dataset) for r in rows] == [("r3", "b"), ("r3", "a"), ("r2", "b"), ("r2", "a")]
-        assert rows[0].status is DatasetStatus.COMMITTED
+        assert rows[0].status is Status.COMMITTED
 
     def test_flow_status_newest_first(self) -> None:
         store = self.store()
         for minute in (1, 3, 2):
             at = T0 + timedelta(minutes=minute)
-            store.add_flow_status(FlowStatusRow(f"r{minute}", "j", FlowState.PARTIAL, "", 2, 1, 1, 9, at, at))
+            store.add_flow_status(FlowStatusRow(f"r{minute}", "j", Status.PARTIAL, "", 2, 1, 1, 9, at, at))
         flows = store.flow_status("j", limit=2)
         assert [f.run_id for f in flows] == ["r3", "r2"]
-        assert flows[0].status is FlowState.PARTIAL
+        assert flows[0].status is Status.PARTIAL
 
 
 class CommitLogStoreContract:

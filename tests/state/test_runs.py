@@ -10,8 +10,9 @@ import pytest
 from deltalake import DeltaTable
 
 from engine.errors import ConfigError
-from engine.state import InMemoryRunStore, RunRecord, RunStatus, RunStore
+from engine.state import InMemoryRunStore, RunRecord, RunStore
 from engine.state.runs import WriteBehind
+from engine.state.status import Status
 
 if TYPE_CHECKING:
     from engine.state.delta_runs import DeltaRunStore
@@ -27,18 +28,18 @@ class RunStoreContract:
 
     def test_latest_row_per_run_and_dag_wins(self) -> None:
         store = self.store()
-        start = RunRecord(run_id="r1", job="j", dag="a", status=RunStatus.RUNNING, start_time=T0)
+        start = RunRecord(run_id="r1", job="j", dag="a", status=Status.RUNNING, start_time=T0)
         store.append(start)
-        store.append(start.finished(RunStatus.SUCCEEDED, end_time=T0.replace(minute=5), records_read=7))
-        store.append(RunRecord(run_id="r1", job="other", dag="a", status=RunStatus.RUNNING, start_time=T0))
+        store.append(start.finished(Status.SUCCEEDED, end_time=T0.replace(minute=5), records_read=7))
+        store.append(RunRecord(run_id="r1", job="other", dag="a", status=Status.RUNNING, start_time=T0))
         (row,) = store.history("j")
-        assert (row.status, row.records_read, row.end_time) == (RunStatus.SUCCEEDED, 7, T0.replace(minute=5))
+        assert (row.status, row.records_read, row.end_time) == (Status.SUCCEEDED, 7, T0.replace(minute=5))
 
     def test_history_is_newest_first_and_limited(self) -> None:
         store = self.store()
         for i in range(3):
             store.append(
-                RunRecord(run_id=f"r{i}", job="j", dag="a", status=RunStatus.FAILED, start_time=T0.replace(hour=i))
+                RunRecord(run_id=f"r{i}", job="j", dag="a", status=Status.FAILED, start_time=T0.replace(hour=i))
             )
         assert [r.run_id for r in store.history("j", limit=2)] == ["r2", "r1"]
 
@@ -75,15 +76,15 @@ class TestDeltaRunStore(RunStoreContract):
         with pytest.raises(ConfigError, match="newer engine"):
             self.delta().ensure()
         with pytest.raises(ConfigError, match="newer engine"):
-            self.delta().append(RunRecord("r9", "j", "d", RunStatus.RUNNING, datetime(2026, 1, 1)))
+            self.delta().append(RunRecord("r9", "j", "d", Status.RUNNING, datetime(2026, 1, 1)))
 
     def test_constructing_creates_nothing_and_the_first_append_creates_the_table(self) -> None:
         store = self.delta()  # the CLI builds it before planning, which may still fail
         assert store.history("j") == []
         assert not Path(self.path).exists()
-        store.append(RunRecord("r1", "j", "d", RunStatus.RUNNING, datetime(2026, 1, 1)))
+        store.append(RunRecord("r1", "j", "d", Status.RUNNING, datetime(2026, 1, 1)))
         assert DeltaTable(self.path).metadata().configuration["engine.schema_version"] == "1"
-        assert [(r.run_id, r.status) for r in self.delta().history("j")] == [("r1", RunStatus.RUNNING)]
+        assert [(r.run_id, r.status) for r in self.delta().history("j")] == [("r1", Status.RUNNING)]
 
 
 class TestWriteBehind:
@@ -93,11 +94,11 @@ class TestWriteBehind:
         inner = InMemoryRunStore()
         runs = WriteBehind(inner)
         for i in range(50):
-            runs.append(RunRecord("r1", "j", f"d{i % 3}", RunStatus.RUNNING if i < 47 else RunStatus.SUCCEEDED, T0))
+            runs.append(RunRecord("r1", "j", f"d{i % 3}", Status.RUNNING if i < 47 else Status.SUCCEEDED, T0))
         assert {(r.dag, r.status) for r in runs.history("j")} == {
-            ("d0", RunStatus.SUCCEEDED),
-            ("d1", RunStatus.SUCCEEDED),
-            ("d2", RunStatus.SUCCEEDED),
+            ("d0", Status.SUCCEEDED),
+            ("d1", Status.SUCCEEDED),
+            ("d2", Status.SUCCEEDED),
         }
         runs.close()
         assert len(inner._rows) == 50
@@ -112,7 +113,7 @@ class TestWriteBehind:
         inner = Flaky()
         runs = WriteBehind(inner)
         for dag in ("a", "bad", "b"):
-            runs.append(RunRecord("r1", "j", dag, RunStatus.SUCCEEDED, T0))
+            runs.append(RunRecord("r1", "j", dag, Status.SUCCEEDED, T0))
         with pytest.raises(OSError, match="row of bad"):
             runs.close()
         assert [r.dag for r in inner._rows] == ["a", "b"]

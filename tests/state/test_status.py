@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from engine.state.rows import DatasetStatus, FlowState
-from engine.state.runs import RunStatus
 from engine.state.status import OK_STATUSES, Status, multirun_outcome, run_outcome
 
 DAG_OUTCOMES = ("SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED", "SKIPPED", "QUARANTINED")
@@ -25,7 +23,6 @@ def test_values_are_the_strings_written_to_the_tables_and_the_summary() -> None:
     assert json.dumps({"status": Status.PARTIAL}) == '{"status": "PARTIAL"}'
     assert Status.ROLLED_BACK == "ROLLED_BACK" and Status("QUARANTINED") is Status.QUARANTINED
     assert f"{Status.CANCELLED}" == str(Status.CANCELLED) == "CANCELLED"  # in messages as the strings were
-    assert DatasetStatus is FlowState is RunStatus is Status  # the former names still read
 
 
 def test_every_former_vocabulary_is_in_it_with_its_strings() -> None:
