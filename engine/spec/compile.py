@@ -22,7 +22,7 @@ from engine.plugins import Anchors, PluginConf, PluginEntry, Registry
 from engine.sinks import SINKS
 from engine.sources import SOURCES
 from engine.spec import fanout
-from engine.spec.copy import AttributesConf, CopyDagSpec, DatePartitionedFinderConf
+from engine.spec.copy import AttributesConf, CopyConf, CopyDagSpec, DatePartitionedFinderConf
 from engine.spec.model import (
     BUILTIN_BRANCHES,
     CopyDagConf,
@@ -232,59 +232,74 @@ def _compile_copy(name: str, dag: CopyDagConf, key: str, ctx: _Context) -> CopyD
     mixed = [k for k in ("sources", "sinks", "converters", "forks") if getattr(dag, k)]
     if mixed:
         raise ConfigError(f"a copy DAG has no `{mixed[0]}`: copy jobs move files, not records", key=ckey, file=ctx.file)
-    dated = isinstance(conf.datasets, DatePartitionedFinderConf)
-    file_set = conf.file_set or ("partition" if dated else "dataset")
-    if file_set == "partition" and not dated:
-        raise ConfigError(
-            "file sets by `partition` need `datasets.type = date_partitioned`", key=f"{ckey}.file_set", file=ctx.file
-        )
+    file_set = _file_set(conf, ckey, ctx)
     check_chain(conf.transforms, key=f"{ckey}.transforms", file=ctx.file)
     if conf.split.enabled and conf.transforms:
         raise ConfigError(
             "block splits need a plain copy (transformed bytes cannot be split)", key=f"{ckey}.split", file=ctx.file
         )
     target = _local_path(conf.target, ctx)
-    if not _is_local(target):
-        wants = [
-            k
-            for k, on in (
-                ("split", conf.split.enabled),
-                ("preserve.mtime", conf.preserve.mtime),
-                ("preserve.permissions", conf.preserve.permissions),
-                *((f"attributes.{a}", getattr(conf.attributes, a) is not None) for a in AttributesConf.model_fields),
-            )
-            if on
-        ]
-        if wants:
-            raise ConfigError(
-                f"`{wants[0]}` needs a local target (file attributes and block writes are set through the OS)",
-                key=f"{ckey}.{wants[0]}",
-                file=ctx.file,
-            )
+    _check_local_only(conf, target, ckey, ctx)
     resolved = conf.model_copy(update={"source": _local_path(conf.source, ctx), "target": target, "file_set": file_set})
-    events = None
-    if conf.events.enabled:
-        events = (
-            _local_path(conf.events.path, ctx)
-            if conf.events.path
-            else ctx.under_warehouse(f"_engine/copy_events/{ctx.job_name}")
-        )
-        if conf.events.path:  # the default lies in the metadata, where the engine places it itself
-            events_key = f"{ckey}.events.path"
-            check_writable(events, warehouse=ctx.warehouse, key=events_key, file=ctx.file, what="the events directory")
     # A copy DAG publishes partially unless told otherwise (here, or at job level through _inherit).
     publish = _overlaid(PublishConf(policy="partial"), dag.publish if "publish" in dag.model_fields_set else None)
     return CopyDagSpec(
         name=name,
         key=key,
         copy=resolved,
-        events_dir=events,
+        events_dir=_events_dir(conf, ckey, ctx),
         manifests_dir=ctx.under_warehouse(f"_engine/copy_manifests/{ctx.job_name}"),
         publish=publish,
         priority=dag.priority,
         after=tuple(dag.after),
         pool=dag.pool,
     )
+
+
+def _file_set(conf: CopyConf, ckey: str, ctx: _Context) -> str:
+    """What publishes together: a dated finder's partitions, else each dataset, unless set."""
+    dated = isinstance(conf.datasets, DatePartitionedFinderConf)
+    file_set = conf.file_set or ("partition" if dated else "dataset")
+    if file_set == "partition" and not dated:
+        raise ConfigError(
+            "file sets by `partition` need `datasets.type = date_partitioned`", key=f"{ckey}.file_set", file=ctx.file
+        )
+    return file_set
+
+
+def _check_local_only(conf: CopyConf, target: str, ckey: str, ctx: _Context) -> None:
+    """Refuse, for a remote target, what only the OS of a local one can do."""
+    if _is_local(target):
+        return
+    wants = [
+        k
+        for k, on in (
+            ("split", conf.split.enabled),
+            ("preserve.mtime", conf.preserve.mtime),
+            ("preserve.permissions", conf.preserve.permissions),
+            *((f"attributes.{a}", getattr(conf.attributes, a) is not None) for a in AttributesConf.model_fields),
+        )
+        if on
+    ]
+    if wants:
+        raise ConfigError(
+            f"`{wants[0]}` needs a local target (file attributes and block writes are set through the OS)",
+            key=f"{ckey}.{wants[0]}",
+            file=ctx.file,
+        )
+
+
+def _events_dir(conf: CopyConf, ckey: str, ctx: _Context) -> str | None:
+    """Where the copy's events go, if enabled: the path given (checked writable) or the metadata."""
+    if not conf.events.enabled:
+        return None
+    if not conf.events.path:  # the default lies in the metadata, where the engine places it itself
+        return ctx.under_warehouse(f"_engine/copy_events/{ctx.job_name}")
+    events = _local_path(conf.events.path, ctx)
+    check_writable(
+        events, warehouse=ctx.warehouse, key=f"{ckey}.events.path", file=ctx.file, what="the events directory"
+    )
+    return events
 
 
 def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, file: str | None) -> None:
