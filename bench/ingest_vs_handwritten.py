@@ -316,13 +316,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def explain(spark: SparkSession, input_path: str, persist: str) -> None:
     from engine.runtime.jobdag import JobDag
+    from engine.sources.base import PlanContext
+    from engine.sources.workunits import Budget, pack
     from engine.spec import compile_job
+    from engine.state.rows import utcnow
 
     spec = compile_job(engine_job(input_path, persist), name="bench_orders", file=None, warehouse=str(OUT / "explain"))
-    plan = JobDag(spec.dags[0], job=spec.name, run_id="explain").plan(spark)
+    dag = JobDag(spec.dags[0], job=spec.name, run_id="explain")
+    ctx = PlanContext(state={}, per_dataset=Budget(), per_run=Budget(), now=utcnow())
+    plan = dag.plan(spark, ctx)
     assert plan is not None
-    print("== engine: the persisted frame")
-    plan.frame.explain(mode="formatted")
+    group = pack(plan.units, max_groups=dag.spec.work_units.max_groups)[0]
+    print("== engine: the converted frame of its first work-unit group")
+    dag._group_frame(spark, plan, group).explain(mode="formatted")
     print("== hand-written: the persisted frame")
     hand_converted(spark, input_path).explain(mode="formatted")
 

@@ -32,7 +32,7 @@ def encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = type(value)
         return {
-            "$dc": f"{cls.__module__}:{cls.__qualname__}",
+            "$dc": PAYLOADS.stored_as(f"{cls.__module__}:{cls.__qualname__}"),
             "f": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init},
         }
     raise TypeError(f"cannot store a {type(value).__name__} in a batch plan")

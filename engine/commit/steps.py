@@ -79,9 +79,10 @@ class CommitStep(ABC):
     @staticmethod
     def from_json(data: dict[str, Any]) -> CommitStep:
         data = dict(data)
-        cls = _KINDS.get(data.pop("kind", ""))
+        kind = data.pop("kind", "")
+        cls = _KINDS.get(kind)
         if cls is None:
-            raise StepError(f"unknown commit step {data!r} (written by a newer engine?)")
+            raise StepError(f"unknown commit step kind {kind!r} (written by a newer engine?)")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

@@ -22,11 +22,19 @@ class PayloadClasses:
 
     def __init__(self) -> None:
         self._paths: dict[str, str] = {}
+        self._stored: dict[str, str] = {}
 
     def register(self, path: str, *, formerly: tuple[str, ...] = ()) -> None:
-        """Allow the class at ``path`` (``module:Class``), also under the names in ``formerly``."""
+        """Allow the class at ``path`` (``module:Class``), also under the names in ``formerly``.
+        New plans store a moved class under its oldest name, so an engine rolled back to a
+        version from before the move still reads the plans this one wrote."""
         for name in (path, *formerly):
             self._paths[name] = path
+        self._stored[path] = formerly[0] if formerly else path
+
+    def stored_as(self, path: str) -> str:
+        """The name a plan stores the class at ``path`` under."""
+        return self._stored.get(path, path)
 
     def register_class(self, cls: type) -> None:
         self.register(f"{cls.__module__}:{cls.__qualname__}")

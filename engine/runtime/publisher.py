@@ -27,6 +27,7 @@ from engine.commit.log import Batch, CommitLog
 from engine.commit.sequence import CommitSequence
 from engine.commit.steps import DeleteStaging, LogFiles, SetWatermarks, StepContext
 from engine.converters.base import first_line
+from engine.copy import steps as _copy_steps  # noqa: F401  (registers the step kinds a copy DAG's stored sequence names)
 from engine.state import watermarks
 from engine.state.rows import FlowStatusRow, JobStatusRow, LogRow, utcnow
 from engine.state.status import Status, run_outcome

@@ -22,9 +22,9 @@ class SinkConf(PluginConf):
 
     @property
     def stages_empty(self) -> bool:
-        """Whether a run whose branch holds no record still stages this sink (by default not:
-        nothing to write)."""
-        return False
+        """Whether a run whose branch holds no record still stages this sink: by default only a
+        sink whose ``mode`` is ``overwrite`` (it replaces what its target holds, even with nothing)."""
+        return getattr(self, "mode", None) == "overwrite"
 
 
 class TableSinkConf(SinkConf):

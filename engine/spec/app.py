@@ -26,8 +26,9 @@ MIN_LEASE_SECONDS = 5.0
 
 
 def _text(value: Any) -> Any:
-    """A scalar as the text it was written as (``None`` stays unset)."""
-    return value if value is None or isinstance(value, dict | list) else str(value)
+    """A value as the text it was written as (``None`` stays unset): Hydra reads
+    ``checkpoint.value=[1,2,3]`` as a list, which a multi-long watermark parses from its text."""
+    return value if value is None else str(value)
 
 
 Text = Annotated[str, BeforeValidator(_text)]

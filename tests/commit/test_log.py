@@ -98,3 +98,28 @@ def test_a_request_must_name_exactly_one_unfinished_batch(
     with pytest.raises(ConfigError, match=match) as caught:
         operations.target(log, {}, dag=dag, batch=batch)
     assert caught.value.key == key
+
+
+@pytest.mark.spark
+def test_abandon_clears_staging_without_decoding_steps_of_plugins_not_loaded(spark: object, tmp_path: object) -> None:
+    """A copy DAG's sequence names step kinds its plugin registers on import; `mode=commit` does
+    not import it, and abandon only needs the staging deletions."""
+    import dataclasses
+    from pathlib import Path
+
+    from engine.commit.steps import DeleteStaging
+
+    staging = Path(str(tmp_path)) / "staging"
+    staging.mkdir()
+    (staging / "part-0").write_text("x")
+    store = InMemoryMetadataStore()
+    log = CommitLog(store, "j", "r1")
+    seq = CommitSequence("j", "d", LIVE, 1, [DeleteStaging([staging.as_uri()])], ["urn:a"])
+    row = log.sequence(seq)
+    body = json.loads(row.body)
+    body["steps"].insert(0, {"kind": "a_plugin_step_not_imported", "files": ["f"] * 3})
+    log.write(dataclasses.replace(row, body=json.dumps(body)), log.attempt("d", LIVE, 1, "boom"))
+    pending = operations.target(log, {"d": 1}, dag="d", batch=1)
+    operations.abandon(log, pending, "not needed", spark=spark, state=store)  # type: ignore[arg-type]
+    assert store.read_log("j")[-1].kind == ABANDONED
+    assert not staging.exists()

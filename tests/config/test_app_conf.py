@@ -65,6 +65,11 @@ def test_free_text_keys_keep_numbers_as_they_were_written() -> None:
     assert (conf.checkpoint.value, conf.commit.batch) == ("1700000000000", "3")
 
 
+def test_a_multi_long_checkpoint_value_hydra_reads_as_a_list_stays_its_text() -> None:
+    conf = app_conf(composed("mode=checkpoint", "checkpoint.action=set", "checkpoint.value=[1,2,3]"))
+    assert conf.checkpoint.value == "[1, 2, 3]"
+
+
 def base(**changes: Any) -> dict[str, Any]:
     return {"warehouse": "/tmp/wh", "job": {}, **changes}
 

@@ -110,3 +110,10 @@ def test_an_entry_point_plugin_registers_its_own_payloads(monkeypatch: pytest.Mo
     assert registry.get("sliced").load() is SlicedSource
     assert seen == ["engine.sources"]
     assert payloads.resolve(f"{__name__}:Slice") is Slice
+
+
+def test_a_moved_class_is_stored_under_its_former_name_for_older_engines() -> None:
+    """An engine rolled back to before the files source split imports `engine.sources.files`."""
+    stored = codec.encode(FileEntry("file:/a", 1, 2, "d"))
+    assert stored["$dc"] == "engine.sources.files:FileEntry"
+    assert codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
