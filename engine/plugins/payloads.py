@@ -12,9 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-
-class UnknownPayloadError(ValueError):
-    """A stored plan names a class no plugin registered."""
+from engine.plugins.errors import UnknownPayloadError
 
 
 class PayloadClasses:
@@ -27,10 +25,14 @@ class PayloadClasses:
     def register(self, path: str, *, formerly: tuple[str, ...] = ()) -> None:
         """Allow the class at ``path`` (``module:Class``), also under the names in ``formerly``.
         New plans store a moved class under its oldest name, so an engine rolled back to a
-        version from before the move still reads the plans this one wrote."""
+        version from before the move still reads the plans this one wrote. Registering ``path``
+        again (a plugin that reuses a built-in's payload) keeps the former name it has."""
         for name in (path, *formerly):
             self._paths[name] = path
-        self._stored[path] = formerly[0] if formerly else path
+        if formerly:
+            self._stored[path] = formerly[0]
+        else:
+            self._stored.setdefault(path, path)
 
     def stored_as(self, path: str) -> str:
         """The name a plan stores the class at ``path`` under."""

@@ -17,16 +17,12 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from engine.errors import ConfigError
 from engine.plugins.conf import PluginConf
+from engine.plugins.errors import UnknownPluginError
 from engine.plugins.payloads import PAYLOADS
 
 ConfT = TypeVar("ConfT", bound=PluginConf)
 ImplT = TypeVar("ImplT")
-
-
-class UnknownPluginError(ConfigError):
-    """A config names a ``type`` no registry entry has."""
 
 
 @dataclass(frozen=True)

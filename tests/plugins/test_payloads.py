@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engine.commit import codec
+from engine.errors import EXIT_JOB_FAILED, EngineError
 from engine.plugins import PAYLOADS, PayloadClasses, PluginConf, PluginEntry, Registry, UnknownPayloadError
 from engine.sources import SOURCES
 from engine.sources.delta import Range
@@ -117,3 +118,19 @@ def test_a_moved_class_is_stored_under_its_former_name_for_older_engines() -> No
     stored = codec.encode(FileEntry("file:/a", 1, 2, "d"))
     assert stored["$dc"] == "engine.sources.files:FileEntry"
     assert codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
+
+
+def test_a_plugin_reusing_a_moved_class_keeps_its_former_stored_name() -> None:
+    """A files-like plugin declaring the built-in FileEntry must not make new plans unreadable to an
+    engine from before the move."""
+    payloads = PayloadClasses()
+    payloads.register(f"{__name__}:Slice", formerly=("old.module:Slice",))
+    payloads.register(f"{__name__}:Slice")
+    assert payloads.stored_as(f"{__name__}:Slice") == "old.module:Slice"
+    assert payloads.resolve("old.module:Slice") is Slice
+
+
+def test_an_unknown_payload_is_an_engine_error_that_fails_the_run() -> None:
+    with pytest.raises(EngineError) as caught:
+        codec.decode({"$dc": "os:PathLike", "f": {}})
+    assert caught.value.exit_code == EXIT_JOB_FAILED and not caught.value.transient
