@@ -1,7 +1,8 @@
 """The root of every error the engine raises on purpose, and the exit code each maps to.
 
 Each package that raises its own errors keeps them in its ``errors.py`` (:mod:`engine.commit.errors`,
-:mod:`engine.copy.errors`, :mod:`engine.state.errors`), every one under :class:`EngineError`.
+:mod:`engine.copy.errors`, :mod:`engine.plugins.errors`, :mod:`engine.state.errors`), every one
+under :class:`EngineError`.
 ``transient`` says whether doing the same again may succeed: only transient errors are retried
 (:func:`engine.state.conflicts.is_transient` classifies the foreign ones, Delta's commit conflicts).
 """
