@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.sinks.conf import ConsoleSinkConf, TableSinkConf
+from engine.sinks.conf import ReplayEffect, SinkConf
 
-DUPLICATES = "DUPLICATES"
-REPLACED = "REPLACED"
-SAFE = "SAFE"
-SHOWN = "SHOWN"
-UNKNOWN = "UNKNOWN"
+DUPLICATES: ReplayEffect = "DUPLICATES"
+REPLACED: ReplayEffect = "REPLACED"
+SAFE: ReplayEffect = "SAFE"
+SHOWN: ReplayEffect = "SHOWN"
+UNKNOWN: ReplayEffect = "UNKNOWN"
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,14 @@ class SinkReplay:
     """``sink `<name>``` or ``error table``."""
     what: str
     """The sink's kind and mode, e.g. ``delta, mode append``."""
-    effect: str
-    """:data:`DUPLICATES`, :data:`REPLACED`, :data:`SAFE`, :data:`SHOWN` or :data:`UNKNOWN`."""
+    effect: ReplayEffect
     why: str
 
 
 def sink_replays(dag: Any) -> list[SinkReplay]:
     """Every sink of ``dag`` (a compiled DAG spec) and its error table, in config order; nothing
-    for a copy DAG (it has no sinks: its manifests decide what is copied again)."""
+    for a copy DAG (it has no sinks: its manifests decide what is copied again). Each sink's
+    config says what a replay does to it (:meth:`~engine.sinks.conf.SinkConf.on_replay`)."""
     out = [_sink(s.name, s.conf) for s in getattr(dag, "sinks", ())]
     if dag.error_table:
         out.append(
@@ -50,19 +50,9 @@ def sink_replays(dag: Any) -> list[SinkReplay]:
     return out
 
 
-def _sink(name: str, conf: Any) -> SinkReplay:
-    label = f"sink `{name}`"
-    if isinstance(conf, ConsoleSinkConf):
-        return SinkReplay(label, "console", SHOWN, "prints the records again")
-    if not isinstance(conf, TableSinkConf):
-        return SinkReplay(label, conf.type, UNKNOWN, "receives the records again: duplicates unless it is idempotent")
-    what = f"{conf.type}{'' if conf.type == 'delta' else ' files'}, mode {conf.mode}"
-    if conf.mode == "merge":
-        keys = ", ".join(conf.keys)
-        return SinkReplay(label, f"{what} on {keys}", SAFE, f"rows matching on ({keys}) are updated, not added again")
-    if conf.mode == "overwrite":
-        return SinkReplay(label, what, REPLACED, "will hold only what the next run reads")
-    return SinkReplay(label, what, DUPLICATES, "appends the records again: rows already there are duplicated")
+def _sink(name: str, conf: SinkConf) -> SinkReplay:
+    said = conf.on_replay()
+    return SinkReplay(f"sink `{name}`", said.what, said.effect, said.why)
 
 
 def summary(replays: list[SinkReplay]) -> dict[str, list[str]]:

@@ -1,17 +1,34 @@
 """Config of the built-in sinks.
 
 :class:`SinkConf` carries the hooks the compiler and the runtime ask of every sink: the places it
-writes (:meth:`~engine.plugins.conf.PluginConf.writes`) and whether it writes a branch that is
-empty this run (:attr:`SinkConf.stages_empty`)."""
+writes (:meth:`~engine.plugins.conf.PluginConf.writes`), whether it writes a branch that is
+empty this run (:attr:`SinkConf.stages_empty`) and what reading a range again does to it
+(:meth:`SinkConf.on_replay`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, model_validator
 from typing_extensions import Self
 
 from engine.plugins.conf import Anchors, PluginConf
+
+ReplayEffect = Literal["DUPLICATES", "REPLACED", "SAFE", "SHOWN", "UNKNOWN"]
+"""What a sink ends up with when its DAG reads a range again: the records twice, only the
+re-read range, the same rows (idempotent), the records printed again, or nobody knows."""
+
+
+@dataclass(frozen=True)
+class OnReplay:
+    """What a sink does with a range read again (``mode=checkpoint`` moved a watermark back: the
+    range is a new batch, so exactly-once per batch does not spare the sink)."""
+
+    what: str
+    """The sink's kind and mode, e.g. ``delta, mode append``."""
+    effect: ReplayEffect
+    why: str
 
 
 class SinkConf(PluginConf):
@@ -25,6 +42,10 @@ class SinkConf(PluginConf):
         """Whether a run whose branch holds no record still stages this sink: by default only a
         sink whose ``mode`` is ``overwrite`` (it replaces what its target holds, even with nothing)."""
         return getattr(self, "mode", None) == "overwrite"
+
+    def on_replay(self) -> OnReplay:
+        """What a range read again does to this sink; unknown unless the sink says."""
+        return OnReplay(self.type, "UNKNOWN", "receives the records again: duplicates unless it is idempotent")
 
 
 class TableSinkConf(SinkConf):
@@ -62,6 +83,15 @@ class TableSinkConf(SinkConf):
 
     def resolved(self, anchors: Anchors) -> Self:
         return self.model_copy(update={"path": anchors.under_warehouse(self.path)})
+
+    def on_replay(self) -> OnReplay:
+        what = f"{self.type}{'' if self.type == 'delta' else ' files'}, mode {self.mode}"
+        if self.mode == "merge":
+            keys = ", ".join(self.keys)
+            return OnReplay(f"{what} on {keys}", "SAFE", f"rows matching on ({keys}) are updated, not added again")
+        if self.mode == "overwrite":
+            return OnReplay(what, "REPLACED", "will hold only what the next run reads")
+        return OnReplay(what, "DUPLICATES", "appends the records again: rows already there are duplicated")
 
     def writes(self) -> dict[str, str]:
         return {"path": self.path}
@@ -113,3 +143,6 @@ class ConsoleSinkConf(SinkConf):
     """How many rows to show."""
     truncate: bool = False
     """Cut long values to 20 characters."""
+
+    def on_replay(self) -> OnReplay:
+        return OnReplay("console", "SHOWN", "prints the records again")

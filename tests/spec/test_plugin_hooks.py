@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import pytest
 
+from engine.cli.replay import UNKNOWN, advice, sink_replays
 from engine.errors import ConfigError
 from engine.plugins import Anchors, PluginEntry
 from engine.sinks import SINKS
@@ -121,3 +122,12 @@ def test_every_table_sink_type_keeps_its_registry_entry() -> None:
     assert kinds == {"delta": DeltaSinkConf, **{n: FilesSinkConf for n in ("parquet", "avro", "json", "csv")}}
     with pytest.raises(ValueError, match="mode `merge` needs a Delta sink, not `parquet`"):
         FilesSinkConf(type="parquet", path="/t", mode="merge", keys=["id"])
+
+
+def test_a_new_sink_says_what_a_replay_does_to_it_without_the_cli_knowing_it(tmp_path: Path) -> None:
+    raw = dag({"type": "mirror", "main": "a", "copy_to": "b"})
+    (d,) = compile_dict(raw, tmp_path / "lake", file=tmp_path / "j.conf").dags
+    (said, _errors) = sink_replays(d)
+    assert (said.name, said.what, said.effect) == ("sink `out`", "mirror", UNKNOWN)
+    assert "duplicates unless it is idempotent" in said.why
+    assert advice([said]).startswith("sink `out` will hold the re-read records twice")
