@@ -62,7 +62,7 @@ class ErrorTable:
     def ensure(self, spark: SparkSession) -> None:
         table = MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
         if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
-            retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", any_error=True)
+            retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", racing=True)
 
     def _add_record_id(self, spark: SparkSession) -> None:
         """Give a table of schema version 1 its ``record_id`` column (another job may just have)."""

@@ -29,6 +29,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta.tables import DeltaTable
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -50,22 +52,31 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def retry_conflicts(action: Callable[[], T], *, what: str, attempts: int = 8, any_error: bool = False) -> T:
+def retry_conflicts(action: Callable[[], T], *, what: str, attempts: int = 8, racing: bool = False) -> T:
     """Run ``action``, retrying transient errors (:func:`~engine.state.conflicts.is_transient`:
-    Delta's concurrency conflicts) with jittered backoff (``any_error``: every error but the
-    engine's own non-transient ones, for idempotent actions such as creating or inspecting a table
-    another job may be creating at this very moment)."""
+    Delta's concurrency conflicts) with jittered backoff. ``racing``: also any error Spark or Delta
+    raised (not the engine's, not Python's own), for idempotent actions such as creating or
+    inspecting a table another job may be creating at this very moment, whose half-made table can
+    fail in more ways than a conflict."""
     for attempt in range(1, attempts + 1):
         try:
             return action()
         except Exception as exc:
-            transient = (any_error and not isinstance(exc, EngineError)) or is_transient(exc)
-            if attempt == attempts or not transient:
+            conflict = is_transient(exc)
+            if attempt == attempts or not (conflict or (racing and _raised_by_spark(exc))):
                 raise
             delay = min(5.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.5)
-            log.info("%s: concurrent commit conflict (%s); retrying in %.1fs", what, type(exc).__name__, delay)
+            why = "concurrent commit conflict" if conflict else "another job may be at it too"
+            log.info("%s: %s (%s); retrying in %.1fs", what, why, type(exc).__name__, delay)
             time.sleep(delay)
     raise AssertionError("unreachable")
+
+
+def _raised_by_spark(exc: BaseException) -> bool:
+    """An error from Spark or Delta's side (a Java exception through py4j, or one pyspark raised),
+    as opposed to a mistake in Python (a missing jar is a ``TypeError``: retrying it only delays
+    the message)."""
+    return isinstance(exc, (Py4JJavaError, PySparkException)) and not isinstance(exc, EngineError)
 
 
 class MetaTable:
@@ -106,7 +117,7 @@ class MetaTable:
             self._checked = False
             return self.check()
 
-        return retry_conflicts(create_and_check, what=f"creating the {self.what} table", any_error=True)
+        return retry_conflicts(create_and_check, what=f"creating the {self.what} table", racing=True)
 
     def exists(self) -> bool:
         if self._checked:
@@ -120,7 +131,7 @@ class MetaTable:
         if self._checked:
             return self
         self.properties = retry_conflicts(
-            self._properties, what=f"reading the {self.what} table", attempts=4, any_error=True
+            self._properties, what=f"reading the {self.what} table", attempts=4, racing=True
         )
         self._check_version()
         self._checked = True

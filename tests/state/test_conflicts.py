@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from deltalake.exceptions import CommitFailedError, DeltaError
+from pyspark.errors import AnalysisException
 
 from engine.commit.errors import StepFailed
 from engine.copy.errors import ListingError
@@ -116,17 +117,22 @@ def test_the_moved_errors_are_engine_errors() -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "any_error", "calls"),
+    ("error", "racing", "calls"),
     [
         pytest.param(foreign("ConcurrentAppendException", "[DELTA_CONCURRENT_APPEND]"), False, 3, id="conflict"),
         pytest.param(ValueError("no"), False, 1, id="other"),
-        pytest.param(ValueError("no"), True, 3, id="other-any-error"),
-        pytest.param(ConfigError("no"), True, 1, id="engine-error-any-error"),
+        pytest.param(AnalysisException(message="[DELTA_MISSING_DELTA_TABLE] half made"), False, 1, id="spark-error"),
+        pytest.param(
+            AnalysisException(message="[DELTA_MISSING_DELTA_TABLE] half made"), True, 3, id="spark-error-racing"
+        ),
+        pytest.param(ValueError("no"), True, 1, id="python-error-racing"),
+        pytest.param(TypeError("'JavaPackage' object is not callable"), True, 1, id="missing-jar-racing"),
+        pytest.param(ConfigError("no"), True, 1, id="engine-error-racing"),
         pytest.param(TransientError("again"), False, 3, id="engine-transient"),
     ],
 )
 def test_retry_conflicts_retries_transient_errors_only(
-    error: Exception, any_error: bool, calls: int, monkeypatch: pytest.MonkeyPatch
+    error: Exception, racing: bool, calls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("engine.state.delta_table.time.sleep", lambda _: None)
     seen: list[int] = []
@@ -138,8 +144,8 @@ def test_retry_conflicts_retries_transient_errors_only(
         return "done"
 
     if calls == 3:
-        assert retry_conflicts(action, what="t", any_error=any_error) == "done"
+        assert retry_conflicts(action, what="t", racing=racing) == "done"
     else:
         with pytest.raises(type(error)):
-            retry_conflicts(action, what="t", any_error=any_error)
+            retry_conflicts(action, what="t", racing=racing)
     assert len(seen) == calls
