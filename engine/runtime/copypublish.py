@@ -26,7 +26,7 @@ from engine.copy.steps import ClearStaging, WriteEvents, register
 from engine.runtime.copyplan import CopyPlan, adopted
 from engine.runtime.dag import DagResult, DatasetOutcome
 from engine.sources.workunits import Size, WorkUnit
-from engine.state.status import Status
+from engine.state.status import Status, dag_outcome
 from engine.state.store import utcnow
 from engine.state.watermarks import ManifestWatermark
 
@@ -79,12 +79,9 @@ def copy_result(
 ) -> CopyResult:
     """A result whose status follows its outcomes: any failed or rolled back dataset makes it
     ``PARTIAL`` if some files were published, else ``FAILED``."""
-    failed = [o for o in outcomes if o.status in (Status.FAILED, Status.ROLLED_BACK)]
-    published = any(o.records for o in outcomes)
-    status = Status.SUCCEEDED if not failed else Status.PARTIAL if published else Status.FAILED
     return CopyResult(
         name=name,
-        status=status,
+        status=dag_outcome((o.status for o in outcomes), published=any(o.records for o in outcomes)),
         message=message,
         seconds=time.monotonic() - started,
         datasets=sorted(outcomes, key=lambda o: o.unit.dataset),

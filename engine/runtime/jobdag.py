@@ -45,7 +45,7 @@ from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Sou
 from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
-from engine.state.status import Status
+from engine.state.status import Status, dag_outcome
 from engine.state.store import utcnow
 
 if TYPE_CHECKING:
@@ -397,17 +397,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     def _result(
         self, outcomes: list[DatasetOutcome], written: dict[str, int], started: float, *, message: str = ""
     ) -> RecordsResult:
-        failed = [o for o in outcomes if o.status == Status.FAILED]
         committed = [o for o in outcomes if o.status == Status.COMMITTED]
-        if not failed:
-            status = Status.SUCCEEDED
-        elif committed:
-            status = Status.PARTIAL
-        else:
-            status = Status.FAILED
         return RecordsResult(
             name=self.name,
-            status=status,
+            status=dag_outcome((o.status for o in outcomes), published=bool(committed)),
             message=message,
             records_read=sum(o.records for o in committed),
             records_rejected=sum(o.rejected for o in committed),

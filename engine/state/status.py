@@ -93,6 +93,19 @@ OK_STATUSES = frozenset({Status.SUCCEEDED, Status.VALID, Status.OK, Status.CHANG
 """A run's summary status that exits 0."""
 
 
+def dag_outcome(datasets: Iterable[Status | str], *, published: bool) -> Status:
+    """A DAG's outcome from its datasets': ``CANCELLED`` when it was stopped, ``SUCCEEDED`` when
+    none failed or was rolled back (every one committed or had nothing new), ``PARTIAL`` when some
+    of it was published anyway (``published``: a records DAG's committed dataset, a copy DAG's
+    published file), else ``FAILED``."""
+    worst = Status.worst(datasets)
+    if worst is Status.CANCELLED:
+        return Status.CANCELLED
+    if worst.rank < Status.ROLLED_BACK.rank:
+        return Status.SUCCEEDED
+    return Status.PARTIAL if published else Status.FAILED
+
+
 def run_outcome(dags: Iterable[Status | str], *, published: bool = False, cancelled: bool = False) -> Status:
     """A run's outcome from its DAGs' (the FlowStatus row, the summary): ``CANCELLED`` when it was
     stopped, ``SUCCEEDED`` when every DAG succeeded, ``PARTIAL`` when anything was published (a DAG

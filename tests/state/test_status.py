@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.state.status import OK_STATUSES, Status, multirun_outcome, run_outcome
+from engine.state.status import OK_STATUSES, Status, dag_outcome, multirun_outcome, run_outcome
 
 DAG_OUTCOMES = ("SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED", "SKIPPED", "QUARANTINED")
 RUN_SUMMARIES = ("SUCCEEDED", "PARTIAL", "FAILED", "CANCELLED", "VALID", "OK", "CHANGED", "CONFIG_ERROR", "BUSY", None)
@@ -99,6 +99,52 @@ def former_multirun(statuses: list[Any]) -> str:
     ok = ("SUCCEEDED", "VALID", "OK", "CHANGED")
     seen = set(statuses)
     return "SUCCEEDED" if seen <= set(ok) else "CANCELLED" if "CANCELLED" in seen else "FAILED"
+
+
+DATASET_OUTCOMES = ("COMMITTED", "EMPTY", "FAILED", "ROLLED_BACK")
+
+
+def former_records_dag(statuses: list[str], cancelled: bool) -> str:
+    """``JobDag._result`` before (and ``cancelled`` setting CANCELLED over it)."""
+    if cancelled:
+        return "CANCELLED"
+    if "FAILED" not in statuses:
+        return "SUCCEEDED"
+    return "PARTIAL" if "COMMITTED" in statuses else "FAILED"
+
+
+def former_copy_dag(statuses: list[str], published: bool, cancelled: bool) -> str:
+    """``copy_result`` before (and ``cancelled`` setting CANCELLED over it)."""
+    if cancelled:
+        return "CANCELLED"
+    if not {"FAILED", "ROLLED_BACK"} & set(statuses):
+        return "SUCCEEDED"
+    return "PARTIAL" if published else "FAILED"
+
+
+def dataset_combinations(most: int = 4) -> list[list[str]]:
+    return [list(c) for n in range(most + 1) for c in itertools.product(DATASET_OUTCOMES, repeat=n)]
+
+
+def test_a_records_dag_status_is_as_before() -> None:
+    """A records DAG rolls datasets back only beside a failed one (``publish.policy=full``)."""
+    for datasets in dataset_combinations():
+        if "ROLLED_BACK" in datasets and "FAILED" not in datasets:
+            continue
+        new = dag_outcome(datasets, published="COMMITTED" in datasets)
+        assert new == former_records_dag(datasets, cancelled=False), datasets
+
+
+@pytest.mark.parametrize("published", [False, True])
+def test_a_copy_dag_status_is_as_before(published: bool) -> None:
+    for datasets in dataset_combinations():
+        assert dag_outcome(datasets, published=published) == former_copy_dag(datasets, published, False), datasets
+
+
+@pytest.mark.parametrize("units", [1, 3])
+def test_a_stopped_dag_is_cancelled_whatever_else_it_did(units: int) -> None:
+    assert dag_outcome(["CANCELLED"] * units, published=False) == former_records_dag([], cancelled=True)
+    assert dag_outcome(["CANCELLED"] * units, published=True) == former_copy_dag([], True, cancelled=True)
 
 
 def dag_combinations(most: int = 3) -> list[list[str]]:
