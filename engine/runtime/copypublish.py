@@ -66,8 +66,7 @@ class CopyResult(DagResult):
     """Each dataset's new manifest (a watermark, JSON), set by the commit sequence."""
 
     @property
-    def records_read(self) -> int:
-        """What the run history and the JSON summary call ``records_read``: the files published."""
+    def processed(self) -> int:
         return self.files_published
 
     def as_dict(self) -> dict[str, Any]:

@@ -66,9 +66,10 @@ class DagResult:
     sequence, and what each output received. A DAG that never ran (blocked, skipped, failed while
     planning) reports this base with no datasets.
 
-    ``records_read``, ``records_rejected`` and ``records_dropped`` are the names the run history
-    and the JSON summary use; a kind of DAG says what they count (:attr:`records_read` is a copy
-    DAG's published files)."""
+    A kind of DAG says what it moved (:attr:`processed`), rejected and dropped. The run history,
+    the FlowStatus row and the JSON summary keep these under the names they had before copy DAGs
+    existed (``records_read``, ``records_rejected``, ``records_dropped``), mapped in
+    :meth:`as_dict` and by the JobManager and the Publisher."""
 
     name: str
     status: Status
@@ -83,15 +84,18 @@ class DagResult:
     """Batches left unpublished by earlier runs that this run's recovery published."""
 
     @property
-    def records_read(self) -> int:
+    def processed(self) -> int:
+        """What the DAG moved: a records DAG's records read, a copy DAG's files published."""
         return 0
 
     @property
-    def records_rejected(self) -> int:
+    def rejected(self) -> int:
+        """Records sent to the error table (a records DAG's)."""
         return 0
 
     @property
-    def records_dropped(self) -> int:
+    def dropped(self) -> int:
+        """Records a converter dropped (a records DAG's ``dedupe``)."""
         return 0
 
     @property
@@ -111,9 +115,9 @@ class DagResult:
             "name": self.name,
             "status": self.status,
             "message": self.message,
-            "records_read": self.records_read,
-            "records_rejected": self.records_rejected,
-            "records_dropped": self.records_dropped,
+            "records_read": self.processed,
+            "records_rejected": self.rejected,
+            "records_dropped": self.dropped,
             "sinks": self.sinks,
             "datasets": by_status,
             "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == Status.FAILED],

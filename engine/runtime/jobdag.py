@@ -72,6 +72,18 @@ class RecordsResult(DagResult):
     records_rejected: int = 0
     records_dropped: int = 0
 
+    @property
+    def processed(self) -> int:
+        return self.records_read
+
+    @property
+    def rejected(self) -> int:
+        return self.records_rejected
+
+    @property
+    def dropped(self) -> int:
+        return self.records_dropped
+
 
 @dataclass
 class _Run:

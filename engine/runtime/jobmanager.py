@@ -75,8 +75,8 @@ class JobResult:
             "run_id": self.run_id,
             "job": self.job,
             "status": self.status,
-            "records_read": sum(d.records_read for d in self.dags),
-            "errors": sum(d.records_rejected for d in self.dags),
+            "records_read": sum(d.processed for d in self.dags),
+            "errors": sum(d.rejected for d in self.dags),
             "sinks": {f"{d.name}.{sink}": n for d in self.dags for sink, n in d.sinks.items()},
             "failed_dags": [d.name for d in self.dags if d.status != Status.SUCCEEDED],
             "execute_seconds": round(self.seconds, 3),
@@ -247,12 +247,12 @@ class JobManager:
                 Status(result.status),
                 end_time=utcnow(),
                 message=result.message,
-                records_read=result.records_read,
+                records_read=result.processed,
                 records_written=result.records_written,
-                records_rejected=result.records_rejected,
+                records_rejected=result.rejected,
             )
         )
-        board.move(dag.name, result.status, records=result.records_read, message=result.message)
+        board.move(dag.name, result.status, records=result.processed, message=result.message)
         return result
 
     def _plan_and_run(

@@ -195,7 +195,7 @@ class Publisher:
             datasets=len(datasets),
             committed=committed,
             failed=sum(1 for o in datasets if o.status == Status.FAILED),
-            records=sum(r.records_read for r in results),
+            records=sum(r.processed for r in results),
             start_time=start,
             end_time=utcnow(),
         )

@@ -81,4 +81,4 @@ def test_a_cancelled_result_names_the_reason_it_is_given(raw: dict[str, Any], tm
     result = dag.cancelled([unit], time.monotonic(), "SIGTERM")
     assert result.status == "CANCELLED" and result.message.startswith("cancelled: SIGTERM; nothing was published")
     assert [o.status for o in result.datasets] == [Status.CANCELLED]
-    assert result.staged == [] and result.records_read == 0 and result.sinks == {}
+    assert result.staged == [] and result.processed == 0 and result.sinks == {}

@@ -209,8 +209,8 @@ def test_a_flow_row_written_by_the_publisher_carries_the_run_outcome() -> None:
     publisher = Publisher(spark=None, state=store, status=store, commit_log=CommitLog(store, "j", "r1"))  # type: ignore[arg-type]
     committed = SimpleNamespace(status=Status.COMMITTED)
     results: Any = [
-        SimpleNamespace(status="FAILED", datasets=[committed], message="boom", records_read=3),
-        SimpleNamespace(status="FAILED", datasets=[], message="", records_read=0),
+        SimpleNamespace(status="FAILED", datasets=[committed], message="boom", processed=3),
+        SimpleNamespace(status="FAILED", datasets=[], message="", processed=0),
     ]
     row = publisher.finish(results, start=datetime(2026, 1, 1))
     assert (row.status, row.committed, row.failed, row.message, row.records) == ("PARTIAL", 1, 0, "boom", 3)
