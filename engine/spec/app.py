@@ -70,8 +70,8 @@ class CommitConf(_Strict):
     """``show``, ``release`` or ``abandon``."""
     dag: Text | None = None
     """The DAG, when batches of several wait."""
-    batch: Text | None = None
-    """The batch number, when several wait."""
+    batch: int | None = Field(default=None, ge=0)
+    """The batch number (as ``mode=commit`` lists it), when several wait."""
     reason: Text | None = None
     """Why (required for ``release`` and ``abandon``)."""
 

@@ -62,7 +62,7 @@ def test_what_the_readme_and_tests_write_is_accepted(overrides: list[str]) -> No
 
 def test_free_text_keys_keep_numbers_as_they_were_written() -> None:
     conf = app_conf(composed("checkpoint.value=1700000000000", "commit.batch=3"))
-    assert (conf.checkpoint.value, conf.commit.batch) == ("1700000000000", "3")
+    assert (conf.checkpoint.value, conf.commit.batch) == ("1700000000000", 3)
 
 
 def test_a_multi_long_checkpoint_value_hydra_reads_as_a_list_stays_its_text() -> None:
@@ -89,6 +89,8 @@ def base(**changes: Any) -> dict[str, Any]:
         pytest.param(base(debug="sometimes"), "debug", "valid boolean", id="debug"),
         pytest.param(base(checkpoint={"actoin": "set"}), "checkpoint.actoin", "did you mean `action`", id="ckpt-typo"),
         pytest.param(base(commit={"reasons": "x"}), "commit.reasons", "did you mean `reason`", id="commit-typo"),
+        pytest.param(base(commit={"batch": "last"}), "commit.batch", "valid integer", id="batch-text"),
+        pytest.param(base(commit={"batch": -1}), "commit.batch", "greater than or equal to 0", id="batch-negative"),
         pytest.param(base(spark={"conf": "x"}), "spark.conf", "valid dictionary", id="spark-conf"),
         pytest.param(base(extra=1), "extra", "unknown key", id="unknown-top-key"),
         pytest.param({"job": {}}, "warehouse", "missing required key", id="no-warehouse"),
@@ -116,6 +118,7 @@ def test_the_modes_and_views_are_the_cli_s() -> None:
         pytest.param("lease.ttl_seconds=1", "lease.ttl_seconds", id="lease"),
         pytest.param("status.runs=none", "status.runs", id="runs"),
         pytest.param("mode=plan", "mode", id="mode"),
+        pytest.param("commit.batch=abc", "commit.batch", id="batch"),
     ],
 )
 def test_the_command_line_exits_2_naming_the_key_before_spark_starts(
