@@ -277,13 +277,7 @@ def copyable_files(
     date-partitioned datasets the partitions considered (``None``: all of the dataset)."""
     matcher = Matcher(conf.include, conf.exclude)
     prefix = _relative(source_root, dataset.source)
-    finder = conf.datasets
-    layout = Layout(finder.layout) if isinstance(finder, DatePartitionedFinderConf) else None
-    start = (
-        _window(finder, today or datetime.now(timezone.utc).date())
-        if isinstance(finder, DatePartitionedFinderConf)
-        else None
-    )
+    layout, start = _date_window(conf, today)
     partitions: set[str] | None = set() if layout else None
     outside = 0
     name, filtering, renaming = dataset.name, bool(conf.include or conf.exclude), bool(conf.transforms)
@@ -324,10 +318,17 @@ def copyable_files(
             )
         )
     if outside:
-        log.info(
-            "dataset %s: %d file(s) outside a partition or the date window were not considered", dataset.name, outside
-        )
+        log.info("dataset %s: %d file(s) outside a partition or the date window were not considered", name, outside)
     return out, partitions
+
+
+def _date_window(conf: CopyConf, today: date | None) -> tuple[Layout | None, date | None]:
+    """A date-partitioned dataset's partition layout and the first day its window takes (``None``:
+    no limit); ``(None, None)`` for other datasets."""
+    finder = conf.datasets
+    if not isinstance(finder, DatePartitionedFinderConf):
+        return None, None
+    return Layout(finder.layout), _window(finder, today or datetime.now(timezone.utc).date())
 
 
 def output_name(conf: CopyConf, rel: str) -> str:
