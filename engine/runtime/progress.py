@@ -18,7 +18,8 @@ QUEUED = "queued"
 PLANNING = "planning"
 RUNNING = "running"
 PUBLISHING = "publishing"
-FINISHED = tuple(Status(s) for s in ("SUCCEEDED", "PARTIAL", "FAILED", "QUARANTINED", "CANCELLED", "SKIPPED"))
+FINISHED = (Status.SUCCEEDED, Status.PARTIAL, Status.FAILED, Status.QUARANTINED, Status.CANCELLED, Status.SKIPPED)
+"""A DAG's phase once it ended: its status."""
 
 
 @dataclass(frozen=True)
