@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.sources.conf import parse_bytes
 from engine.spec.transforms import TransformConf
+
+if TYPE_CHECKING:
+    from engine.spec.model import PublishConf
 
 
 class _Strict(BaseModel):
@@ -228,7 +231,7 @@ class CopyDagSpec:
     events_dir: str | None
     manifests_dir: str
     """Where each dataset's record of published files is kept (``<warehouse>/_engine/copy_manifests/<job>``)."""
-    publish: Any
+    publish: PublishConf
     priority: int = 0
     after: tuple[str, ...] = ()
     pool: str | None = None
@@ -239,3 +242,11 @@ class CopyDagSpec:
     @property
     def pool_name(self) -> str:
         return self.pool or self.name
+
+    def writes(self) -> list[str]:
+        """Its target."""
+        return [self.copy.target]
+
+    def inputs(self) -> dict[str, str]:
+        """Nothing an upstream DAG may create: a copy DAG's source must exist when it is checked."""
+        return {}

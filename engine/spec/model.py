@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
 
 from engine.plugins import PluginConf, PluginEntry
-from engine.sources.conf import LimitsConf
+from engine.sources.conf import LimitsConf, SourceConf
 from engine.spec.copy import CopyConf, CopyDagSpec
 
 PersistLevel = Literal["DISK_ONLY", "MEMORY_AND_DISK", "MEMORY_ONLY", "NONE"]
@@ -246,10 +246,22 @@ class DagSpec:
     def pool_name(self) -> str:
         return self.pool or self.name
 
+    def writes(self) -> list[str]:
+        """Every place the DAG writes: what its sinks write, and its error table."""
+        paths = [path for s in self.sinks for path in s.conf.writes().values()]
+        return [*paths, self.error_table] if self.error_table else paths
+
+    def inputs(self) -> dict[str, str]:
+        """What its source reads, as the source names it -> a path to compare with what others write."""
+        conf = self.source.conf
+        assert isinstance(conf, SourceConf)  # a DAG's source spec holds its source's config
+        return conf.inputs()
+
 
 AnyDagSpec = DagSpec | CopyDagSpec
-"""A compiled DAG of either kind; each has ``kind``, ``name``, ``key`` and the scheduling keys
-(``publish``, ``priority``, ``after``, ``pool``, ``dataset``, ``error_table``)."""
+"""A compiled DAG of either kind; each has ``kind``, ``name``, ``key``, the scheduling keys
+(``publish``, ``priority``, ``after``, ``pool``, ``dataset``, ``error_table``) and says what it
+writes and reads (``writes()``, ``inputs()``)."""
 
 
 @dataclass(frozen=True)

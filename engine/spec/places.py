@@ -12,9 +12,7 @@ import os
 import posixpath
 
 from engine.errors import ConfigError
-from engine.sources.conf import SourceConf
-from engine.spec.copy import CopyDagSpec
-from engine.spec.model import DagSpec, JobSpec
+from engine.spec.model import AnyDagSpec, JobSpec
 
 Place = tuple[str, str, str]
 
@@ -73,18 +71,10 @@ def check_writable(path: str, *, warehouse: str, key: str, file: str | None, wha
         )
 
 
-def written_by(dag: DagSpec | CopyDagSpec) -> list[str]:
-    """Every place a DAG writes: what its sinks write and its error table, or its copy target."""
-    if isinstance(dag, CopyDagSpec):
-        return [dag.copy.target]
-    paths = [path for s in dag.sinks for path in s.conf.writes().values()]
-    return [*paths, dag.error_table] if dag.error_table else paths
-
-
-def upstreams(job: JobSpec, dag: DagSpec | CopyDagSpec) -> list[DagSpec | CopyDagSpec]:
+def upstreams(job: JobSpec, dag: AnyDagSpec) -> list[AnyDagSpec]:
     """The DAGs ``dag`` runs after, directly or through theirs."""
     by_name = {d.name: d for d in job.dags}
-    seen: dict[str, DagSpec | CopyDagSpec] = {}
+    seen: dict[str, AnyDagSpec] = {}
     todo = list(dag.after)
     while todo:
         name = todo.pop()
@@ -94,17 +84,13 @@ def upstreams(job: JobSpec, dag: DagSpec | CopyDagSpec) -> list[DagSpec | CopyDa
     return list(seen.values())
 
 
-def made_upstream(job: JobSpec, dag: DagSpec | CopyDagSpec) -> frozenset[str]:
+def made_upstream(job: JobSpec, dag: AnyDagSpec) -> frozenset[str]:
     """The DAG's input paths (as its source names them) that one of its upstream DAGs writes: a
     Delta table one of them creates, or files in, above or below what one writes (a glob is
     compared by its fixed prefix, so ``/lake/out/*/`` reads what ``/lake/out/a`` holds). Those
     need not exist before the upstreams ran; every other input must, as any DAG's must."""
-    if isinstance(dag, CopyDagSpec) or not dag.after:
-        return frozenset()
-    conf = dag.source.conf
-    assert isinstance(conf, SourceConf)  # a DAG's source spec holds its source's config
-    reads = conf.inputs()
+    reads = dag.inputs() if dag.after else {}
     if not reads:
         return frozenset()
-    writes = [place(p) for up in upstreams(job, dag) for p in written_by(up)]
+    writes = [place(p) for up in upstreams(job, dag) for p in up.writes()]
     return frozenset(path for path, probe in reads.items() if any(nested(place(probe), w) for w in writes))
