@@ -167,7 +167,12 @@ class FilesSourceConf(SourceConf):
         return [self.path] if isinstance(self.path, str) else list(self.path)
 
     def resolved(self, anchors: Anchors) -> FilesSourceConf:
-        return self.resolve(anchors.base_dir)
+        """Relative local paths (and an ``.avsc`` schema file) made absolute against the job file."""
+        paths = [anchors.from_job_file(p) for p in self.paths()]
+        schema = self.schema_
+        if schema is not None and schema.endswith(".avsc"):
+            schema = anchors.from_job_file(schema)
+        return self.model_copy(update={"path": paths, "schema_": schema})
 
     @property
     def infers_schema(self) -> bool:
@@ -175,14 +180,6 @@ class FilesSourceConf(SourceConf):
 
     def inputs(self) -> dict[str, str]:
         return {p: fixed_prefix(p) for p in self.paths()}
-
-    def resolve(self, base_dir: Path) -> FilesSourceConf:
-        """A copy whose relative local paths are made absolute against ``base_dir``."""
-        paths = [_resolve(p, base_dir) for p in self.paths()]
-        schema = self.schema_
-        if schema is not None and schema.endswith(".avsc"):
-            schema = _resolve(schema, base_dir)
-        return self.model_copy(update={"path": paths, "schema_": schema})
 
     def schema_ddl(self) -> str | None:
         """The schema as a Spark DDL string (Avro schemas converted), or ``None`` to infer."""
@@ -228,10 +225,6 @@ def fixed_prefix(path: str) -> str:
     return head.rsplit("/", 1)[0] if "/" in head else "."
 
 
-def _resolve(path: str, base_dir: Path) -> str:
-    if "://" in path or path.startswith("/"):
-        return path
-    return str((base_dir / path).resolve())
 
 
 class DeltaSourceConf(SourceConf):
