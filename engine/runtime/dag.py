@@ -95,7 +95,7 @@ class DagResult:
 
     @property
     def dropped(self) -> int:
-        """Records a converter dropped (a records DAG's ``dedupe``)."""
+        """Records the chain dropped on purpose (a records DAG's duplicates, under ``dedupe``)."""
         return 0
 
     @property
