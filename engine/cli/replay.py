@@ -9,10 +9,10 @@ duplicates; a sink with ``mode = overwrite`` is left with the re-read range alon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from engine.sinks.conf import ReplayEffect, SinkConf
+from engine.sinks.conf import OnReplay, ReplayEffect, SinkConf
 
 DUPLICATES: ReplayEffect = "DUPLICATES"
 REPLACED: ReplayEffect = "REPLACED"
@@ -22,15 +22,11 @@ UNKNOWN: ReplayEffect = "UNKNOWN"
 
 
 @dataclass(frozen=True)
-class SinkReplay:
-    """One sink's fate when its DAG reads a range again."""
+class SinkReplay(OnReplay):
+    """One sink's fate when its DAG reads a range again: what its config says, under its name."""
 
-    name: str
+    name: str = field(kw_only=True)
     """``sink `<name>``` or ``error table``."""
-    what: str
-    """The sink's kind and mode, e.g. ``delta, mode append``."""
-    effect: ReplayEffect
-    why: str
 
 
 def sink_replays(dag: Any) -> list[SinkReplay]:
@@ -41,10 +37,10 @@ def sink_replays(dag: Any) -> list[SinkReplay]:
     if dag.error_table:
         out.append(
             SinkReplay(
-                "error table",
                 f"delta, {dag.error_table}",
                 SAFE,
                 "a rejected record already in it (same place, record and reasons) is not added again",
+                name="error table",
             )
         )
     return out
@@ -52,7 +48,7 @@ def sink_replays(dag: Any) -> list[SinkReplay]:
 
 def _sink(name: str, conf: SinkConf) -> SinkReplay:
     said = conf.on_replay()
-    return SinkReplay(f"sink `{name}`", said.what, said.effect, said.why)
+    return SinkReplay(said.what, said.effect, said.why, name=f"sink `{name}`")
 
 
 def summary(replays: list[SinkReplay]) -> dict[str, list[str]]:
