@@ -34,6 +34,7 @@ from engine.runtime.metadata import Blocked, MetadataManager
 from engine.runtime.progress import Board
 from engine.runtime.publisher import Publisher
 from engine.runtime.scope import DagScope, scope_for
+from engine.runtime.session import child_session
 from engine.runtime.stop import Stop
 from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
@@ -267,7 +268,7 @@ class JobManager:
         board.move(dag.name, phases.RUNNING)
         batch = replace(planned.batch, epoch=job.metadata.store.log_epoch())
         job.metadata.begin(dag, planned.plan.units, batch, reused=planned.reused)
-        session = self.spark.newSession()  # the DAG's own SQL settings and temporary views
+        session = child_session(self.spark)  # the DAG's own SQL settings and temporary views
         result: DagResult = dag.run(
             session,
             planned.plan,

@@ -59,12 +59,28 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
+    # Delta registers its settings when its config object first loads: until then Spark calls them
+    # unmodifiable, and a job's `spark.conf` Delta settings would be dropped by run_session.
+    spark._jvm.org.apache.spark.sql.delta.sources.DeltaSQLConf.DELTA_SNAPSHOT_PARTITIONS()  # type: ignore[union-attr]
+    _size_snapshots(spark)
     spark.sparkContext.setLogLevel(os.environ.get("ENGINE_SPARK_LOG_LEVEL", "WARN"))
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # PySpark logs every analysis error it raises, plan and JVM stack included; the engine turns
     # those errors into one-line messages itself.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return spark
+
+
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+
+
+def _size_snapshots(session: SparkSession) -> None:
+    """Build Delta snapshots with as many tasks as the application has cores, at most Delta's 50,
+    unless the user chose. Delta's 50 suit a large table on a cluster; the engine reads small ones
+    on every run (its metadata, the error table), where 50 tasks on two cores cost seconds each."""
+    explicit = session.sparkContext.getConf().get(SNAPSHOT_PARTITIONS)
+    if explicit is None and session.conf.get(SNAPSHOT_PARTITIONS, None) is None:
+        session.conf.set(SNAPSHOT_PARTITIONS, str(min(50, max(1, session.sparkContext.defaultParallelism))))
 
 
 def fair_pools(pools: dict[str, PoolConf]) -> dict[str, str]:
@@ -89,11 +105,19 @@ def fair_pools(pools: dict[str, PoolConf]) -> dict[str, str]:
     return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": path}
 
 
+def child_session(parent: SparkSession) -> SparkSession:
+    """A session of ``parent``'s application that starts with ``parent``'s SQL settings (the run's
+    ``spark.conf``) and keeps its own from then on, temporary views included. ``newSession()``
+    would start from the application's settings alone and drop the run's."""
+    return SparkSession(parent.sparkContext, parent._jsparkSession.cloneSession())  # type: ignore[attr-defined]
+
+
 def run_session(root: SparkSession, conf: dict[str, Any] | None = None) -> SparkSession:
     """A new SQL session of ``root``'s application for one run, with the run's SQL settings: runs
     of a multirun share the SparkContext, never each other's settings. Settings fixed when the
     context started (master, memory, static SQL settings) are left to the first run's."""
     session = root.newSession()
+    _size_snapshots(session)
     for key, value in (conf or {}).items():
         try:
             if not session.conf.isModifiable(key):

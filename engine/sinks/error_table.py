@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.steps import DeltaWrite
-from engine.state.delta_table import VERSION_PROPERTY, MetaTable, retry_conflicts
+from engine.state.delta_table import VERSION_PROPERTY, meta_table, retry_conflicts
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -60,7 +60,8 @@ class ErrorTable:
         self.path = path
 
     def ensure(self, spark: SparkSession) -> None:
-        table = MetaTable(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
+        # delta-rs on a local lake: an existing table costs a log read, not Spark's snapshot of it
+        table = meta_table(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
         if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
             retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", racing=True)
 

@@ -225,8 +225,6 @@ def fixed_prefix(path: str) -> str:
     return head.rsplit("/", 1)[0] if "/" in head else "."
 
 
-
-
 class DeltaSourceConf(SourceConf):
     """A Delta table read incrementally by version: the table version is the watermark.
 

@@ -253,7 +253,6 @@ class LocalMetaTable(MetaTable):
     def __init__(self, spark: SparkSession, path: str, ddl: str, *, version: int, what: str) -> None:
         super().__init__(spark, path, ddl, version=version, what=what)
         self.local = local_path(path) or path
-        self.arrow = _arrow_schema(self.schema)
         self._handle: Any = None
         self._prefetched: Future[Any] | None = None
         self._lock = threading.Lock()
@@ -321,10 +320,11 @@ class LocalMetaTable(MetaTable):
         import pyarrow as pa
         from deltalake import write_deltalake
 
-        names = self.arrow.names
+        arrow = _arrow_schema(self.schema)  # (a table this class only reads may have other types)
+        names = arrow.names
         listed = list(rows)
         if listed:
-            data = pa.Table.from_pylist([{n: _aware(r[n]) for n in names} for r in listed], schema=self.arrow)
+            data = pa.Table.from_pylist([{n: _aware(r[n]) for n in names} for r in listed], schema=arrow)
 
             def write() -> None:
                 with self._lock:  # one writer per handle; other processes are Delta's concern
@@ -417,6 +417,7 @@ _ARROW_TYPES = {
 }
 
 
+@lru_cache(maxsize=64)
 def _arrow_schema(schema: StructType) -> Any:
     import pyarrow as pa
 
