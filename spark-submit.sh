@@ -5,6 +5,7 @@
 # calls spark-submit with the cached jars, a driver memory, the engine zipped for executors
 # (--py-files) and PYSPARK_PYTHON. Recognised spark-submit options (--master, --conf k=v,
 # --driver-memory, ...) go to spark-submit; everything else goes to Hydra (overrides, -m, --cfg).
+# ENGINE_APP names another Python file to submit the same way (bench/fixed_cost.py's empty app).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bash "$root/scripts/bootstrap.sh"
@@ -76,19 +77,19 @@ if [ -t 1 ]; then export ENGINE_TTY=1; fi
     --py-files "$zip" \
     --conf spark.ui.showConsoleProgress=false \
     ${spark_opts[@]+"${spark_opts[@]}"} \
-    "$root/main.py" ${hydra_args[@]+"${hydra_args[@]}"}
+    "${ENGINE_APP:-$root/main.py}" ${hydra_args[@]+"${hydra_args[@]}"}
 ) &
 child=$!
 
 driver_pids() {  # the Python driver: the child of the JVM running main.py
   if command -v pgrep >/dev/null; then
-    pgrep -P "$child" -f "$root/main.py" || true
+    pgrep -P "$child" -f "${ENGINE_APP:-$root/main.py}" || true
     return
   fi
   local proc
   for proc in /proc/[0-9]*; do
     [ "$(cut -d' ' -f4 "$proc/stat" 2>/dev/null)" = "$child" ] || continue
-    tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q "$root/main.py" && echo "${proc#/proc/}"
+    tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q "${ENGINE_APP:-$root/main.py}" && echo "${proc#/proc/}"
   done
   return 0
 }

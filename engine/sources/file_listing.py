@@ -1,13 +1,17 @@
 """Finding files: what the files source lists and how it names what it found.
 
-Listing goes through Spark's own file index (:func:`spark_listing`: one round trip however many
-files); existence and globs through the Hadoop FileSystem API (:class:`HadoopPaths`: one py4j call
-per path). Hidden files and directories (``_`` or ``.`` prefixes, e.g. ``_SUCCESS``) are ignored,
-as Spark's readers do. :class:`FileEntry` is what a work unit carries (a stored plan names it).
+:func:`list_files` lists what a files source reads: on the local file system by walking it from
+Python (no Spark job: a job costs seconds on a cold JVM, on every run, even with nothing new), else
+through Spark's own file index (:func:`spark_listing`: one round trip however many files, big
+listings in parallel on executors). Both skip what Spark's readers skip (:func:`hidden`: ``_`` or
+``.`` prefixes such as ``_SUCCESS``) and report the same paths, sizes and times. Existence and globs
+go through the Hadoop FileSystem API (:class:`HadoopPaths`: one py4j call per path, so a glob
+means what it means to Spark). :class:`FileEntry` is what a work unit carries (a stored plan names it).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -41,6 +45,47 @@ def directory_prefix(path: str) -> str:
     """The directories of a glob before its first wildcard (``/in/2026-*/x.json`` -> ``/in``)."""
     head = GLOB.split(path, maxsplit=1)[0]
     return head.rsplit("/", 1)[0] or "/"
+
+
+def list_files(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
+    """``(hadoop path, bytes, mtime ms)`` of every visible file under ``patterns``, recursively:
+    local patterns walked from Python, the others listed by Spark."""
+    local = [p for p in patterns if LOCAL.match(p)]
+    remote = [p for p in patterns if not LOCAL.match(p)]
+    return local_listing(HadoopPaths(spark), local) + spark_listing(spark, remote)
+
+
+LOCAL = re.compile(r"^(file:|/)")
+"""A pattern on the local file system (the files source's paths are absolute by then)."""
+
+
+def local_listing(fs: HadoopPaths, patterns: list[str]) -> list[tuple[str, int, int]]:
+    """What :func:`spark_listing` gives for local ``patterns``, without a Spark job: each pattern
+    globbed by Hadoop (one py4j call), each match walked (symbolic links followed, as Hadoop's local
+    file system does). Times are milliseconds, truncated as Java's are."""
+    out = []
+    for pattern in patterns:
+        for uri, is_dir in fs.glob(pattern, visible_only=False):
+            root = bare(uri)
+            if not is_dir:
+                out.append(_local_entry(root))
+                continue
+            for folder, dirs, names in os.walk(root, followlinks=True):
+                dirs[:] = [d for d in dirs if not hidden(d)]
+                out += [_local_entry(os.path.join(folder, n)) for n in names if not hidden(n)]
+    return out
+
+
+def _local_entry(path: str) -> tuple[str, int, int]:
+    st = os.stat(path)
+    return f"file:{path}", st.st_size, st.st_mtime_ns // 1_000_000
+
+
+def hidden(name: str) -> bool:
+    """Whether Spark's file index skips a file or directory of this name when it lists a
+    directory: ``.`` or ``_`` prefixes (not ``_`` names holding a ``=``: partition directories) and
+    files being copied. What a glob matches itself is never skipped."""
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
 def spark_listing(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
@@ -93,13 +138,9 @@ def bare(path: str) -> str:
     return re.sub(SCHEME, "", path)
 
 
-def _hidden(name: str) -> bool:
-    return name.startswith(("_", "."))
-
-
 class HadoopPaths:
     """The Hadoop FileSystem API through py4j, for what costs one call per path: existence and globs
-    (listing many files goes through :func:`spark_listing`)."""
+    (listing many files goes through :func:`list_files`)."""
 
     def __init__(self, spark: SparkSession) -> None:
         jvm = spark.sparkContext._jvm
@@ -120,8 +161,8 @@ class HadoopPaths:
         found = jpath.getFileSystem(self._conf).globStatus(jpath)
         return found is not None and len(found) > 0
 
-    def glob(self, pattern: str) -> list[tuple[str, bool]]:
-        """``(uri, is_directory)`` of each visible match."""
+    def glob(self, pattern: str, *, visible_only: bool = True) -> list[tuple[str, bool]]:
+        """``(uri, is_directory)`` of each match (each visible one: :func:`hidden`)."""
         jpath = self._path(pattern)
         matches = jpath.getFileSystem(self._conf).globStatus(jpath)
         if matches is None:
@@ -129,7 +170,7 @@ class HadoopPaths:
         out = []
         for status in matches:
             path = status.getPath()
-            if not _hidden(path.getName()):
+            if not (visible_only and hidden(path.getName())):
                 out.append((path.toString(), bool(status.isDirectory())))
         return out
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from engine.errors import ConfigError
 from engine.sources.base import PlanContext
 from engine.sources.conf import FilesSourceConf
-from engine.sources.file_listing import FileEntry, HadoopPaths, PartitionLayout, bare, spark_listing
+from engine.sources.file_listing import FileEntry, HadoopPaths, PartitionLayout, bare, list_files
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.errors import FileLogLostError
 from engine.state.store import FileKey
@@ -65,14 +65,12 @@ class FilePlanner:
         return self._plan_new_files(files, ctx)
 
     def _list(self, spark: SparkSession) -> list[FileEntry]:
-        """Every visible file under the paths, listed by Spark's own file index (``binaryFile``
-        without its content column reads no file; big listings run in parallel on executors):
-        one round trip however many files, where per-file Hadoop calls each cross py4j."""
+        """Every visible file under the paths (:func:`~engine.sources.file_listing.list_files`)."""
         fs = HadoopPaths(spark)
         patterns = [p for p in self.conf.paths() if fs.matches(p)]  # a glob matching nothing yet is no data
         single = f"files:{self.conf.paths()[0]}" if self.conf.datasets == "single" else None
         found: dict[str, FileEntry] = {}
-        for path, size, mtime in spark_listing(spark, patterns):
+        for path, size, mtime in list_files(spark, patterns):
             dataset = single or f"files:{path.rsplit('/', 1)[0]}"
             found[path] = FileEntry(path=path, size=size, mtime_ms=mtime, dataset=dataset)
         return list(found.values())
@@ -205,7 +203,7 @@ class FilePlanner:
         roots = sorted({r for p in self.conf.paths() for r, is_dir in fs.glob(p) if is_dir})
         under: dict[str, list[tuple[str, int, int]]] = {r: [] for r in roots}
         bare_roots = {bare(r).rstrip("/") + "/": r for r in roots}
-        for path, size, mtime in spark_listing(spark, roots):
+        for path, size, mtime in list_files(spark, roots):
             found = bare(path)
             owner = next((r for prefix, r in bare_roots.items() if found.startswith(prefix)), None)
             if owner is not None:

@@ -1,0 +1,12 @@
+"""An empty PySpark application: the session the engine builds, then stop. ``bench/fixed_cost.py``
+submits it through ``spark-submit.sh`` (``ENGINE_APP``) as the baseline of a run's fixed cost."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.runtime.session import build_session
+
+if __name__ == "__main__":
+    build_session("engine").stop()

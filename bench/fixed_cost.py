@@ -1,0 +1,130 @@
+"""Benchmark: what a run costs besides its data, as whole commands a user types.
+
+Run from the repository root (after ``bash scripts/bootstrap.sh``)::
+
+    .venv/bin/python bench/fixed_cost.py              # 3 alternating rounds (~5 min)
+    .venv/bin/python bench/fixed_cost.py --rounds 6
+
+Each round times three whole processes, one after the other, each started by ``spark-submit.sh``
+(its bootstrap check, the JVM start, the driver, the stop included):
+
+- ``empty``: an empty PySpark application (``bench/empty_app.py``: the engine's session, then stop),
+  submitted the same way (``ENGINE_APP``): the floor no run can go under;
+- ``nothing``: the demo job (``job=demo/orders``) on a warehouse it has already run on, with no
+  new input: the run plans, finds nothing to read, and records that;
+- ``first``: the demo job on a fresh warehouse: creates its tables, reads the demo's 48 records,
+  publishes them.
+
+Goals: ``nothing - empty <= 1.5 s`` and ``first - empty <= 4 s``, medians of the rounds. Every demo
+run must exit 0 and the first run's Delta table (read back with ``deltalake``) must hold the demo's
+valid records. The last line on stdout is a one-line JSON of the figures. Exit code: 0 ok, 1 a run
+failed or wrote something else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBMIT = str(ROOT / "spark-submit.sh")
+GOALS = {"nothing": 1.5, "first": 4.0}
+"""Seconds over the empty application each may take."""
+DEMO_VALID = 40
+"""Rows of the demo's Delta table after its first run (jobs/demo/data/orders.json, deduplicated)."""
+
+
+def submit(args: list[str], *, env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """Run ``spark-submit.sh args``: (seconds, exit code, the end of its output)."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["bash", SUBMIT, *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return time.perf_counter() - started, done.returncode, done.stdout[-2000:]
+
+
+def delta_rows(path: Path) -> int:
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(str(path)).to_pyarrow_dataset().count_rows())
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="engine-fixed-cost-"))
+    empty_env = {"ENGINE_APP": str(ROOT / "bench" / "empty_app.py")}
+    kept = work / "kept"  # the warehouse the "nothing to do" runs find already up to date
+
+    def demo(warehouse: Path) -> tuple[float, int, str]:
+        return submit(["job=demo/orders", f"warehouse={warehouse}"])
+
+    failures: list[str] = []
+    try:
+        for what, (secs, code, out) in (("warm-up (empty)", submit([], env=empty_env)), ("warm-up (demo)", demo(kept))):
+            print(f"{what:>16} {secs:6.2f}s exit {code}", flush=True)
+            if code != 0:
+                failures.append(f"{what}: exit {code}\n{out}")
+        times: dict[str, list[float]] = {"empty": [], "nothing": [], "first": []}
+        for n in range(1, args.rounds + 1):
+            fresh = work / f"fresh-{n}"
+            runs = {
+                "empty": lambda: submit([], env=empty_env),
+                "nothing": lambda: demo(kept),
+                "first": lambda fresh=fresh: demo(fresh),  # type: ignore[misc]
+            }
+            for what, run in runs.items():
+                secs, code, out = run()
+                times[what].append(secs)
+                print(f"{f'round {n}':>8} {what:<8} {secs:6.2f}s exit {code}", flush=True)
+                if code != 0:
+                    failures.append(f"round {n} {what}: exit {code}\n{out}")
+            if (fresh / "orders").exists() and (rows := delta_rows(fresh / "orders")) != DEMO_VALID:
+                failures.append(f"round {n}: the first run's table holds {rows} rows, not {DEMO_VALID}")
+            shutil.rmtree(fresh, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    median = {what: statistics.median(t) for what, t in times.items()}
+    over = {what: median[what] - median["empty"] for what in GOALS}
+    for what, goal in GOALS.items():
+        verdict = "met" if over[what] <= goal else "NOT met"
+        print(
+            f"median {what:<8} {median[what]:6.2f}s = empty {median['empty']:.2f}s + {over[what]:.2f}s "
+            f"(goal <= +{goal:.1f}s: {verdict})"
+        )
+    for failure in failures:
+        print(f"FAILED {failure}", file=sys.stderr)
+    summary = {
+        "rounds": args.rounds,
+        **{f"{what}_seconds": [round(s, 2) for s in t] for what, t in times.items()},
+        **{f"{what}_over_empty": round(over[what], 2) for what in GOALS},
+        "runs_ok": not failures,
+    }
+    print(json.dumps(summary), flush=True)
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
