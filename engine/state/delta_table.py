@@ -8,19 +8,22 @@ Two ways to reach the same tables: :class:`MetaTable` through Spark (any file sy
 reaches, with the session's credentials, a Spark job per call) and :class:`LocalMetaTable`
 through delta-rs on a local warehouse (no Spark job, far cheaper: `bench/state_machinery.py`).
 :func:`meta_table` picks delta-rs for local paths unless ``ENGINE_METADATA_IO=spark``. Both write
-plain Delta (protocol 1/2), so a table written by one is read by the other; creation always goes
-through Spark, because delta-rs refuses the engine's own table properties
-(``engine.schema_version``) at creation.
+plain Delta (protocol 1/2), so a table written by one is read by the other. A local table is
+created by writing its first commit (:func:`first_commit`): delta-rs refuses the engine's own table
+properties (``engine.schema_version``) at creation, and Spark's table builder costs a second or more
+per table.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -298,9 +301,17 @@ class LocalMetaTable(MetaTable):
         threading.Thread(target=open_, name=f"metadata-open-{os.path.basename(self.local)}", daemon=True).start()
 
     def ensure(self, properties: dict[str, str] | None = None) -> MetaTable:
+        """Create the table if missing by writing its first commit (what Spark's table builder
+        writes, without its seconds of Spark work per table on a first run); the first of
+        several creators at once wins, as with Delta's own put-if-absent, and all check its table."""
         if self.exists():
             return self.check()
-        return super().ensure(properties)
+        configuration = {VERSION_PROPERTY: str(self.version), **(properties or {})}
+        first_commit(self.local, self.schema.json(), configuration)
+        with self._lock:
+            self._handle = None  # opened again, on the table as created (maybe by another job)
+        self._checked = False
+        return self.check()
 
     def exists(self) -> bool:
         with self._lock:
@@ -367,6 +378,52 @@ class LocalMetaTable(MetaTable):
             with self.damage_named():
                 table.update_incremental()  # the commits since it was opened or last read
                 return table.to_pyarrow_table(columns=names, filters=filters)
+
+
+def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> bool:
+    """Create a Delta table of ``schema_json`` (Spark's schema JSON) at the local ``path``: its
+    commit 0 (protocol 1/2, no partitions), put only if absent. ``False``: it already existed."""
+    log_dir = os.path.join(path, "_delta_log")
+    os.makedirs(log_dir, exist_ok=True)
+    now = int(time.time() * 1000)
+    actions = [
+        {"commitInfo": {"timestamp": now, "operation": "CREATE TABLE", "isBlindAppend": True, "engineInfo": "engine"}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": str(uuid.uuid4()),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema_json,
+                "partitionColumns": [],
+                "configuration": configuration,
+                "createdTime": now,
+            }
+        },
+    ]
+    text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+    target = os.path.join(log_dir, f"{0:020d}.json")
+    temp = os.path.join(log_dir, f".engine-create-{uuid.uuid4().hex}.tmp")  # not a commit name: ignored
+    with open(temp, "w", encoding="utf-8") as out:
+        out.write(text)
+    try:
+        os.link(temp, target)  # atomic and complete, fails if present
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: exclusive create, then the content
+        return _exclusive_write(target, text)
+    finally:
+        os.unlink(temp)
+
+
+def _exclusive_write(path: str, text: str) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    return True
 
 
 @lru_cache(maxsize=64)

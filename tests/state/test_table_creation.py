@@ -1,0 +1,60 @@
+"""A local metadata table is created by writing its first Delta commit (no Spark work): Spark and
+delta-rs must both read and append to it, and creators racing each other must end with one table."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+from engine.state.delta_table import VERSION_PROPERTY, LocalMetaTable, MetaTable, first_commit
+
+DDL = "job STRING, n BIGINT, at TIMESTAMP"
+
+
+def test_a_created_table_is_plain_delta_to_spark_and_delta_rs(spark: Any, lake: Path) -> None:
+    path = str(lake / "t")
+    table = LocalMetaTable(spark, path, DDL, version=3, what="test").ensure({"engine.epoch": "abc"})
+    assert table.properties == {VERSION_PROPERTY: "3", "engine.epoch": "abc"}
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    assert detail["properties"] == {VERSION_PROPERTY: "3", "engine.epoch": "abc"}
+    assert spark.read.format("delta").load(path).schema.simpleString() == "struct<job:string,n:bigint,at:timestamp>"
+
+    table.append([{"job": "a", "n": 1, "at": None}])  # delta-rs
+    MetaTable(spark, path, DDL, version=3, what="test").append([{"job": "b", "n": 2, "at": None}])  # Spark
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("job").to_pylist()) == ["a", "b"]
+    assert sorted(r["job"] for r in spark.read.format("delta").load(path).collect()) == ["a", "b"]
+
+
+def test_racing_creators_make_one_table_and_all_check_the_winners(spark: Any, lake: Path) -> None:
+    path = str(lake / "t")
+    schema = MetaTable(spark, path, DDL, version=1, what="test").schema.json()
+
+    def create(i: int) -> bool:
+        return first_commit(path, schema, {VERSION_PROPERTY: "1", "who": str(i)})
+
+    with ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(create, range(8)))
+    assert won.count(True) == 1
+    log = sorted(p.name for p in (lake / "t" / "_delta_log").iterdir())
+    assert log == ["00000000000000000000.json"]  # and no temporary file left
+    winner = str(won.index(True))
+    assert DeltaTable(path).metadata().configuration["who"] == winner
+    lines = [json.loads(line) for line in (lake / "t" / "_delta_log" / log[0]).read_text().splitlines()]
+    assert [next(iter(a)) for a in lines] == ["commitInfo", "protocol", "metaData"]
+    again = LocalMetaTable(spark, path, DDL, version=1, what="test").ensure({"who": "late"})
+    assert again.properties["who"] == winner
+
+
+def test_a_newer_schema_version_is_still_refused(spark: Any, lake: Path) -> None:
+    import pytest
+
+    from engine.errors import ConfigError
+
+    path = str(lake / "t")
+    LocalMetaTable(spark, path, DDL, version=5, what="test").ensure()
+    with pytest.raises(ConfigError, match="newer engine"):
+        LocalMetaTable(spark, path, DDL, version=4, what="test").ensure()
