@@ -1,0 +1,178 @@
+"""Guards on the shape of a run's Spark work, read from Spark's own SQL status store (no timing):
+a regression that doubles a run's cost (a second scan of the input, a pass per sink, a Python
+UDF, a stray shuffle) fails here although every output stays right."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import run_dict, write_jsonl
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    desc: str
+    metrics: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Execution:
+    id: int
+    jobs: int
+    nodes: list[Node]
+
+    def writes_to(self, path: Path) -> bool:
+        return any(n.name.startswith("Execute InsertInto") and str(path) in n.desc for n in self.nodes)
+
+
+class SqlLog:
+    """The SQL executions Spark runs from now on, with each plan node's metrics."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.store = spark._jsparkSession.sharedState().statusStore()
+        self.before = {e.executionId() for e in self._all()}
+
+    def _all(self) -> list[Any]:
+        found = self.store.executionsList()
+        return [found.apply(i) for i in range(found.size())]
+
+    def executions(self) -> list[Execution]:
+        self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+        out = []
+        for e in self._all():
+            if e.executionId() in self.before:
+                continue
+            values = self.store.executionMetrics(e.executionId())
+            graph = self.store.planGraph(e.executionId()).allNodes()
+            nodes = []
+            for i in range(graph.size()):
+                node = graph.apply(i)
+                metrics = {}
+                for j in range(node.metrics().size()):
+                    m = node.metrics().apply(j)
+                    value = values.get(m.accumulatorId())
+                    if value.isDefined():
+                        metrics[m.name()] = str(value.get())
+                nodes.append(Node(node.name(), node.desc(), metrics))
+            out.append(Execution(e.executionId(), e.jobs().size(), nodes))
+        return out
+
+
+def _rows(n: int, *, bad_every: int = 7) -> list[dict[str, Any] | str]:
+    rows: list[dict[str, Any] | str] = []
+    for i in range(n):
+        if i % bad_every == 3:
+            rows.append('{"id": ')  # malformed
+        else:
+            rows.append({"id": i, "amount": str(i * 10), "email": f"u{i}@example.com", "day": f"2026-01-0{i % 3 + 1}"})
+    return rows
+
+
+def _job(inbox: Any, sinks: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "sources": {"in": {"type": "files", "format": "json", "path": str(inbox), "schema": DDL}},
+        "converters": [
+            {"type": "require", "columns": ["id"]},
+            {"type": "cast", "columns": {"amount": "decimal(12,2)"}},
+            {"type": "check", "name": "positive", "expr": "amount >= 0", "reason": "negative"},
+            {"type": "regex", "column": "email", "pattern": "[^@]+@[^@]+"},
+            {"type": "derive", "columns": {"big": "amount >= 30"}},
+            *extra.pop("converters", []),
+        ],
+        "forks": {"big": "big"},
+        "sinks": sinks,
+        **extra,
+    }
+
+
+DDL = "id BIGINT, amount STRING, email STRING, day STRING"
+ONE_SINK = {"lake": {"type": "delta", "path": "lake"}}
+THREE_SINKS = {
+    "lake": {"type": "delta", "path": "lake"},
+    "copy": {"type": "delta", "path": "copy"},
+    "big": {"type": "parquet", "from": "big", "path": "big"},
+}
+
+
+@pytest.fixture(scope="module")
+def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[Execution]]]:
+    """The executions of one run of each job shape (run once for the module's guards), by shape,
+    with the input directory it read."""
+    out = {}
+    shapes = {
+        "one sink": _job(..., ONE_SINK),
+        "three sinks": _job(..., THREE_SINKS),
+        "dedupe and partitions": _job(
+            ...,
+            {"lake": {"type": "delta", "path": "lake", "partition_by": ["day"]}},
+            converters=[{"type": "dedupe", "keys": ["email"], "order_by": ["id DESC"]}],
+        ),
+    }
+    for shape, job in shapes.items():
+        root = tmp_path_factory.mktemp(shape.replace(" ", "_"))
+        inbox = root / "inbox"
+        for k in range(3):
+            write_jsonl(inbox / f"part-{k}.json", _rows(20))
+        job["sources"]["in"]["path"] = str(inbox)
+        (root / "lake").mkdir()
+        log = SqlLog(spark)
+        result, _ = run_dict(spark, job, root / "lake")
+        assert result.status == "SUCCEEDED", result.summary()
+        out[shape] = (inbox, log.executions())
+    return out
+
+
+@pytest.mark.parametrize("shape", ["one sink", "three sinks", "dedupe and partitions"])
+def test_the_input_is_scanned_once_whatever_the_sinks_and_forks(runs: Any, shape: str) -> None:
+    """Every sink and the error table read the persisted frame: the files are read by one scan."""
+    inbox, executions = runs[shape]
+    here = f"{inbox.parent.name}/{inbox.name}/part-"  # a plan's description abbreviates long paths
+    scans = [
+        n.metrics["number of files read"]
+        for e in executions
+        for n in e.nodes
+        if n.name.startswith("Scan json") and here in n.desc and n.metrics.get("number of files read", "0") != "0"
+    ]  # (the cached plan's scan shows again, reading nothing, under each read of the cache)
+    assert scans == ["3"]
+
+
+def test_a_run_of_one_group_runs_a_stated_number_of_spark_jobs(runs: Any) -> None:
+    """One work-unit group, one Delta sink: 16 Spark jobs. The counting pass is 3 (adaptive
+    execution runs the partial counts as a job of their own), staging and publishing the sink 2;
+    the error table takes 9 (its staging with record ids, a window over the rejected rows; the
+    read of its ids already held; its publish) and Delta's snapshots of the two tables the rest.
+    Each further sink adds its own staging and, for Delta, its publishing: no pass over the input."""
+    jobs = {shape: sum(e.jobs for e in runs[shape][1]) for shape in ("one sink", "three sinks")}
+    assert jobs["one sink"] <= 16
+    assert jobs["three sinks"] - jobs["one sink"] == 2 + 2  # a Delta sink: stage + publish; Parquet: stage (+0)
+
+
+PYTHON = ("EvalPython", "PythonUDF", "InPandas", "PythonMap", "FlatMapGroupsInPython")
+
+
+@pytest.mark.parametrize("shape", ["one sink", "three sinks", "dedupe and partitions"])
+def test_no_python_runs_in_the_plans_of_built_in_steps(runs: Any, shape: str) -> None:
+    names = {n.name for e in runs[shape][1] for n in e.nodes}
+    assert not [n for n in names if any(p in n for p in PYTHON)]
+
+
+@pytest.mark.parametrize("shape", ["one sink", "three sinks", "dedupe and partitions"])
+def test_no_shuffle_but_what_dedupe_partitioning_and_the_error_table_need(runs: Any, shape: str) -> None:
+    """Records are shuffled only by a dedupe's keys or a sink's partition columns. Allowed besides:
+    the counts' partial aggregates (a row per task, to one partition), the error table's rejected
+    rows by record digest, and Delta's own jobs over its transaction log."""
+    executions = runs[shape][1]
+    allowed = ("SinglePartition", "__engine_record_digest", "add_path_canonical", "REPARTITION_BY_NUM")
+    if shape == "dedupe and partitions":
+        allowed += ("hashpartitioning(email", "hashpartitioning(day")
+    shuffles = [n.desc for e in executions for n in e.nodes if n.name == "Exchange"]
+    assert shuffles, "no shuffle at all: the guard would not see one"
+    assert [d for d in shuffles if not any(a in d for a in allowed)] == []
+    if shape == "dedupe and partitions":
+        assert any("hashpartitioning(email" in d for d in shuffles)
