@@ -301,6 +301,66 @@ def timed(spark: SparkSession, side: str, label: str, input_path: str, persist: 
     return result
 
 
+@dataclass
+class Stage:
+    id: int
+    what: str
+    tasks: int
+    cpu: float
+    run: float
+    rows_in: int
+    rows_out: int
+
+
+class StageLog:
+    """The Spark stages run since the last call, from the status store (``executorCpuTime`` is
+    the tasks' CPU; the rest of the process's CPU is the driver's: planning, JIT, GC)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.sc = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+        self.next = 0
+
+    def take(self) -> list[Stage]:
+        self.sc.listenerBus().waitUntilEmpty(10_000)
+        store = self.sc.statusStore()
+        out, missing, i = [], 0, self.next
+        while missing < 20:  # stage ids are dense; skipped ones (a reused shuffle) are rare
+            try:
+                s = store.lastStageAttempt(i)
+            except Exception:
+                missing += 1
+                i += 1
+                continue
+            missing = 0
+            what = str(s.description().get()) if s.description().isDefined() else s.name()
+            out.append(
+                Stage(
+                    i,
+                    " ".join(what.split())[:80],
+                    s.numTasks(),
+                    s.executorCpuTime() / 1e9,
+                    s.executorRunTime() / 1e3,
+                    s.inputRecords(),
+                    s.outputRecords(),
+                )
+            )
+            i += 1
+            self.next = i
+        return out
+
+
+def print_stages(side: str, stages: list[Stage], own_cpu: float | None) -> None:
+    tasks_cpu = sum(s.cpu for s in stages)
+    driver = "" if own_cpu is None else f", outside tasks (driver, JIT, GC) {own_cpu - tasks_cpu:.1f}"
+    print(f"   {side} stages: tasks' CPU {tasks_cpu:.1f}s{driver}")
+    for s in stages:
+        if s.cpu >= 0.05 or s.rows_in or s.rows_out:
+            print(
+                f"     {s.cpu:6.2f}s cpu {s.run:6.2f}s run {s.tasks:3d} tasks "
+                f"in {s.rows_in:>9,} out {s.rows_out:>9,}  {s.what}"
+            )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=2_000_000, help="records to generate (default 2,000,000)")
@@ -308,6 +368,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--persist", choices=PERSIST_LEVELS, default="DISK_ONLY", help="storage level, both sides")
     p.add_argument("--keep-output", action="store_true", help="keep each round's tables under bench/out/runs")
     p.add_argument("--explain", action="store_true", help="print both sides' physical plans first")
+    p.add_argument("--stages", action="store_true", help="print each round's Spark stages: CPU, time, rows")
     args = p.parse_args(argv)
     if args.records < BAD_EVERY or args.rounds < 1:
         p.error("--records must be >= 100 and --rounds >= 1")
@@ -347,7 +408,10 @@ def main(argv: list[str] | None = None) -> int:
         explain(spark, input_path, args.persist)
     shutil.rmtree(OUT / "runs", ignore_errors=True)
 
+    stage_log = StageLog(spark)
+
     def go(side: str, label: str) -> Round:
+        stage_log.take()
         r = timed(spark, side, label, input_path, args.persist, args.keep_output)
         print(
             f"{label:>8} {side:<6} {r.seconds:7.2f}s  {args.records / r.seconds:>10,.0f} rec/s  "
@@ -355,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             + ("" if r.own_cpu is None else f"  cpu={r.own_cpu:.1f}s (other processes: {r.other_cpu:.1f}s)"),
             flush=True,
         )
+        if args.stages:
+            print_stages(side, stage_log.take(), r.own_cpu)
         return r
 
     rounds = [go("engine", "warm-up"), go("hand", "warm-up")]
