@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from pyspark.sql import functions as F
+
+from engine.state.delta_table import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,13 +53,9 @@ def directory_prefix(path: str) -> str:
 def list_files(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
     """``(hadoop path, bytes, mtime ms)`` of every visible file under ``patterns``, recursively:
     local patterns walked from Python, the others listed by Spark."""
-    local = [p for p in patterns if LOCAL.match(p)]
-    remote = [p for p in patterns if not LOCAL.match(p)]
+    local = [p for p in patterns if local_path(p) is not None]
+    remote = [p for p in patterns if local_path(p) is None]
     return local_listing(HadoopPaths(spark), local) + spark_listing(spark, remote)
-
-
-LOCAL = re.compile(r"^(file:|/)")
-"""A pattern on the local file system (the files source's paths are absolute by then)."""
 
 
 def local_listing(fs: HadoopPaths, patterns: list[str]) -> list[tuple[str, int, int]]:
@@ -67,17 +66,23 @@ def local_listing(fs: HadoopPaths, patterns: list[str]) -> list[tuple[str, int, 
     for pattern in patterns:
         for uri, is_dir in fs.glob(pattern, visible_only=False):
             root = bare(uri)
-            if not is_dir:
-                out.append(_local_entry(root))
-                continue
-            for folder, dirs, names in os.walk(root, followlinks=True):
-                dirs[:] = [d for d in dirs if not hidden(d)]
-                out += [_local_entry(os.path.join(folder, n)) for n in names if not hidden(n)]
+            paths = [root] if not is_dir else _walk(root)
+            out += [entry for path in paths if (entry := _local_entry(path)) is not None]
     return out
 
 
-def _local_entry(path: str) -> tuple[str, int, int]:
-    st = os.stat(path)
+def _walk(root: str) -> Iterator[str]:
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = [d for d in dirs if not hidden(d)]
+        yield from (os.path.join(folder, n) for n in names if not hidden(n))
+
+
+def _local_entry(path: str) -> tuple[str, int, int] | None:
+    """``None`` for a link to nothing or a file gone since the walk saw it: Spark skips those too."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
     return f"file:{path}", st.st_size, st.st_mtime_ns // 1_000_000
 
 

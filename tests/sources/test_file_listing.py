@@ -33,6 +33,7 @@ def _tree(root: Path) -> None:
         path.write_text("{}\n" * (i + 1))
         os.utime(path, ns=(1_700_000_000_123_456_789 + i * 1_000_000_007,) * 2)
     (root / "linked").symlink_to(root / "deep" / "er", target_is_directory=True)
+    (root / "dangling.json").symlink_to(root / "gone.json")  # a link to nothing: skipped by Spark
 
 
 @pytest.mark.parametrize(
