@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from engine.commit.fs import HadoopFs
 from engine.commit.log import CommitLog, Pending
-from engine.commit.steps import CommitStep, DeleteStaging, StepContext
+from engine.commit.steps import CommitStep, DeleteStaging, DeltaWrite, StepContext
 from engine.errors import ConfigError
 from engine.state.store import StateStore
 
@@ -63,3 +63,7 @@ def _delete_staging(spark: SparkSession, state: StateStore, log: CommitLog, pend
     for raw in batch.steps():
         if raw.get("kind") == DeleteStaging.kind:
             CommitStep.from_json(raw).execute(ctx)
+        elif raw.get("kind") == DeltaWrite.kind and raw.get("written"):
+            step = CommitStep.from_json(raw)
+            assert isinstance(step, DeltaWrite)
+            step.discard(ctx)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import functions as F
 
+from engine.commit.delta_files import WrittenFiles, commit_files, read_written
 from engine.commit.errors import StepError
 from engine.commit.fs import HadoopFs
 from engine.state import watermarks
@@ -31,7 +32,7 @@ from engine.state.rows import DatasetState, FileRead, utcnow
 from engine.state.store import StateStore
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,10 @@ class DeltaWrite(CommitStep):
     keys: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)
     user_metadata: str = ""
+    written: dict[str, Any] = field(default_factory=dict)
+    """The files Delta's writer put in the table's directory at staging
+    (:class:`~engine.commit.delta_files.WrittenFiles`): committed as they are. Empty: the batch was
+    staged as Parquet in ``staging`` and is written to the table here."""
 
     def verify(self, ctx: StepContext) -> bool:
         """Whether a commit after ``base_version`` carries this app id at this batch or later (the
@@ -181,27 +186,65 @@ class DeltaWrite(CommitStep):
 
     def execute(self, ctx: StepContext) -> None:
         before = ctx.fs.delta_version(self.table)
-        if self.mode == "merge" and before >= 0:
+        if self.written:
+            self._commit_written(ctx, WrittenFiles.from_json(self.written))
+        elif self.mode == "merge" and before >= 0:
             self._merge(ctx.spark)
         else:
-            writer = (
-                ctx.spark.read.parquet(self.staging)
-                .write.format("delta")
-                .mode("overwrite" if self.mode == "overwrite" else "append")
-                .options(**self.options)
-                .option("txnAppId", self.app_id)
-                .option("txnVersion", str(self.batch))
-                .option("userMetadata", self.user_metadata)
-            )
-            if self.partition_by:
-                writer = writer.partitionBy(*self.partition_by)
-            writer.save(self.table)
+            self._write(ctx.spark.read.parquet(self.staging))
         if ctx.fresh and ctx.fs.delta_version(self.table) == before:
             raise StepError(
                 f"sink `{self.sink}`: Delta skipped the write of batch {self.batch} to {self.table} because the "
                 f"table already holds app id `{self.app_id}` at that batch or later. The commit log no longer "
                 "matches the table (was `_engine/commit_log` deleted or the warehouse changed?)"
             )
+
+    def _commit_written(self, ctx: StepContext, written: WrittenFiles) -> None:
+        """Commit the files written at staging; if the table changed since, write them again
+        through Delta's writer (which applies its schema rules to the change)."""
+        if not ctx.fresh:  # a replay, maybe much later: a VACUUM may have removed them meanwhile
+            for path, action in zip(written.paths(self.table), written.actions, strict=True):
+                if ctx.fs.size(path) != json.loads(action)["add"]["size"]:
+                    raise StepError(
+                        f"sink `{self.sink}`: file {path}, written for batch {self.batch}, is missing or changed: "
+                        "it was removed (by VACUUM?) before the batch was published"
+                    )
+        outcome = commit_files(
+            ctx.spark,
+            self.table,
+            written,
+            mode=self.mode,
+            app_id=self.app_id,
+            batch=self.batch,
+            partition_by=self.partition_by,
+            user_metadata=self.user_metadata,
+        )
+        if outcome == "unfit":
+            log.warning(
+                "sink %s: %s changed since batch %d was staged; writing it again", self.sink, self.table, self.batch
+            )
+            self._write(read_written(ctx.spark, self.table, written))
+            for path in written.paths(self.table):
+                ctx.fs.delete(path)
+
+    def discard(self, ctx: StepContext) -> None:
+        """Delete the files written at staging, unless the table holds them (the batch is abandoned)."""
+        if self.written and not self.verify(ctx):
+            for path in WrittenFiles.from_json(self.written).paths(self.table):
+                ctx.fs.delete(path)
+
+    def _write(self, df: DataFrame) -> None:
+        writer = (
+            df.write.format("delta")
+            .mode("overwrite" if self.mode == "overwrite" else "append")
+            .options(**self.options)
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", str(self.batch))
+            .option("userMetadata", self.user_metadata)
+        )
+        if self.partition_by:
+            writer = writer.partitionBy(*self.partition_by)
+        writer.save(self.table)
 
     def _merge(self, spark: SparkSession) -> None:
         from delta.tables import DeltaTable
