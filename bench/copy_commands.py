@@ -84,6 +84,8 @@ def one_round(tree: Tree, work: Path, rsync: str | None, n: int, args: argparse.
     sides = sides[n % len(sides) :] + sides[: n % len(sides)]
     out: dict[str, float] = {}
     work.mkdir(parents=True, exist_ok=True)
+    if n == 1:
+        print(f"  page cache before each command: {cool(args.cache, tree)}", flush=True)
     for side in sides:
         dst = work / f"dst-{tree.name}-{side}"
         shutil.rmtree(dst, ignore_errors=True)
