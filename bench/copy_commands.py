@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.copy_files import BenchFailed, Tree, check_copy, cool, ensure_tree  # noqa: E402
+from bench.copy_files import BenchFailed, Tree, add_tree_options, check_copy, cool, ensure_tree  # noqa: E402
 
 SUBMIT = str(ROOT / "spark-submit.sh")
 JOB = "copybench"
@@ -118,14 +118,7 @@ def one_round(tree: Tree, work: Path, rsync: str | None, n: int, args: argparse.
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dir", type=Path, default=Path("/tmp/engine-bench-copy"), help="scratch directory (local disk)")
-    p.add_argument("--tree", choices=("large", "small", "both"), default="both")
-    p.add_argument("--rounds", type=int, default=3, help="rounds per tree (default 3)")
-    p.add_argument("--large-files", type=int, default=50)
-    p.add_argument("--large-mib", type=int, default=1024, help="total MiB of the large files (default 1024)")
-    p.add_argument("--small-files", type=int, default=20_000)
-    p.add_argument("--small-kib", type=int, nargs=2, default=(1, 100), metavar=("MIN", "MAX"))
-    p.add_argument("--small-dirs", type=int, default=100)
+    add_tree_options(p)
     p.add_argument("--cache", choices=("drop", "evict", "warm"), default="drop", help="before each command")
     args = p.parse_args(argv)
     if args.rounds < 1:

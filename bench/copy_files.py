@@ -568,8 +568,8 @@ def print_table(figures: dict[str, dict[str, Any]]) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_tree_options(p: argparse.ArgumentParser) -> None:
+    """The source trees' options (shared with ``copy_commands.py``: the same trees, cached once)."""
     p.add_argument("--dir", type=Path, default=Path("/tmp/engine-bench-copy"), help="scratch directory (local disk)")
     p.add_argument("--tree", choices=("large", "small", "both"), default="both")
     p.add_argument("--rounds", type=int, default=3, help="timed rounds per tree (default 3)")
@@ -578,6 +578,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--small-files", type=int, default=20_000)
     p.add_argument("--small-kib", type=int, nargs=2, default=(1, 100), metavar=("MIN", "MAX"))
     p.add_argument("--small-dirs", type=int, default=100)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_tree_options(p)
     p.add_argument("--checksum", default="none", help="the engine's verify.checksum (default none, as cp)")
     p.add_argument("--cache", choices=("drop", "evict", "warm"), default="drop", help="before each run (see above)")
     p.add_argument("--clean", action="store_true", help="also remove the generated sources at the end")

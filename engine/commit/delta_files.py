@@ -205,19 +205,20 @@ def write_files(
 ) -> WrittenFiles | None:
     """Write ``df``'s files into ``table``'s directory with Delta's writer, uncommitted; ``None``
     when this write needs Delta's full writer (see the module's docstring; the log says why)."""
-    why = _needs_full_writer(df, table, partition_by, mode=mode, options=options)
+    schema = _nullable(json.loads(df.schema.json()))
+    why = _needs_full_writer(schema, partition_by, mode=mode, options=options)
     if why is not None:
         log.info("%s: staged as Parquet for Delta's writer: %s", table, why)
         return None
     delta = _Delta(df.sparkSession)
     txn = delta.transaction(table)
-    schema = _nullable(json.loads(df.schema.json()))
     new = txn.readVersion() < 0
     if new:
         txn.updateMetadataForNewTable(delta.new_metadata(json.dumps(schema, separators=(",", ":")), partition_by))
     else:  # Delta's writer matches columns by name: so does this one
-        df = _in_table_order(df, json.loads(txn.metadata().schemaString()))
-        schema = _nullable(json.loads(df.schema.json()))
+        ordered = _in_table_order(df, json.loads(txn.metadata().schemaString()))
+        if ordered is not df:
+            df, schema = ordered, _nullable(json.loads(ordered.schema.json()))
     why = _misfit(txn.metadata(), schema, partition_by)
     if why is not None:  # (a new table: the session's defaults turned on column mapping, ...)
         log.info("%s: staged as Parquet for Delta's writer: %s", table, why)
@@ -238,14 +239,13 @@ def _in_table_order(df: DataFrame, table_schema: dict[str, Any]) -> DataFrame:
 
 
 def _needs_full_writer(
-    df: DataFrame, table: str, partition_by: list[str], *, mode: str, options: dict[str, str]
+    schema: dict[str, Any], partition_by: list[str], *, mode: str, options: dict[str, str]
 ) -> str | None:
-    """Why this write needs Delta's full writer, as far as the branch alone tells."""
+    """Why this write needs Delta's full writer, as far as the branch's ``schema`` tells."""
     if mode not in ("append", "overwrite"):
         return f"mode {mode}"
     if options:
         return f"writer options ({', '.join(sorted(options))})"
-    schema = _nullable(json.loads(df.schema.json()))
     if (name := _bad_name(schema)) is not None:
         return f"column `{name}`"
     if any(_is_complex(schema, c) for c in partition_by):

@@ -32,24 +32,53 @@ class DeltaSink(TableSink):
 
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         c = self.conf
-        base_version = fs.delta_version(c.path)
-        written = write_files(df, c.path, list(c.partition_by), mode=c.mode, options=self._options)
-        staging = None
-        if written is None:
-            staging = batch.staging(c.path)
-            df.write.mode("overwrite").parquet(staging)
-        step = DeltaWrite(
+        return stage_delta(
+            df,
+            batch,
+            fs,
             sink=self.name,
             table=c.path,
-            staging=staging or "",
-            mode=c.mode,
             app_id=f"{batch.app_id}:{self.name}",
-            batch=batch.number,
-            base_version=base_version,
+            mode=c.mode,
             partition_by=list(c.partition_by),
             keys=list(c.keys),
             options=self._options,
-            user_metadata=batch.user_metadata,
-            written=written.to_json() if written else {},
         )
-        return Staged([step], staging)
+
+
+def stage_delta(
+    df: DataFrame,
+    batch: BatchRef,
+    fs: HadoopFs,
+    *,
+    sink: str,
+    table: str,
+    app_id: str,
+    mode: str = "append",
+    partition_by: list[str] | None = None,
+    keys: list[str] | None = None,
+    options: dict[str, str] | None = None,
+) -> Staged:
+    """Stage ``df`` for one Delta commit to ``table`` (a sink's or the error table's): written by
+    Delta's writer if it can be committed as it is, else as Parquet in the batch's staging."""
+    base_version = fs.delta_version(table)
+    written = write_files(df, table, partition_by or [], mode=mode, options=options or {})
+    staging = None
+    if written is None:
+        staging = batch.staging(table)
+        df.write.mode("overwrite").parquet(staging)
+    step = DeltaWrite(
+        sink=sink,
+        table=table,
+        staging=staging or "",
+        mode=mode,
+        app_id=app_id,
+        batch=batch.number,
+        base_version=base_version,
+        partition_by=partition_by or [],
+        keys=keys or [],
+        options=options or {},
+        user_metadata=batch.user_metadata,
+        written=written.to_json() if written else {},
+    )
+    return Staged([step], staging)

@@ -19,8 +19,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.delta_files import write_files
-from engine.commit.steps import DeltaWrite
+from engine.sinks.delta import stage_delta
 from engine.state.delta_table import VERSION_PROPERTY, meta_table, retry_conflicts
 
 if TYPE_CHECKING:
@@ -82,25 +81,9 @@ class ErrorTable:
         return rows.join(held, on=RECORD_ID, how="left_anti")
 
     def stage(self, rows: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
-        base_version = fs.delta_version(self.path)
-        new = self.new_rows(rows)
-        written = write_files(new, self.path, [], mode="append", options={})
-        staging = None
-        if written is None:  # a table of an older schema version, ...
-            staging = batch.staging(self.path)
-            new.write.mode("overwrite").parquet(staging)
-        step = DeltaWrite(
-            sink="errors",
-            table=self.path,
-            staging=staging or "",
-            mode="append",
-            app_id=f"{batch.app_id}:_errors",
-            batch=batch.number,
-            base_version=base_version,
-            user_metadata=batch.user_metadata,
-            written=written.to_json() if written else {},
+        return stage_delta(
+            self.new_rows(rows), batch, fs, sink="errors", table=self.path, app_id=f"{batch.app_id}:_errors"
         )
-        return Staged([step], staging)
 
     def append(self, rows: DataFrame) -> None:
         rows.write.format("delta").mode("append").save(self.path)
