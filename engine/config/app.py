@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra._internal.hydra import Hydra
 from hydra._internal.sources_registry import SourcesRegistry
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -71,16 +72,31 @@ def run_app(argv: list[str], task: Callable[[AppConfig], int], *, documented: Do
     def _main(cfg: DictConfig) -> None:
         codes.append(task(_app_config(cfg)))
 
-    saved = sys.argv
+    saved, saved_mode = sys.argv, Hydra.get_mode
     sys.argv = [saved[0], *argv]
+    if not any(_names_hydra(a) for a in argv):
+        Hydra.get_mode = _no_mode  # type: ignore[method-assign]
     try:
         _main()
     except SystemExit as exc:
         if not codes:
             return 0 if exc.code in (0, None) else EXIT_CONFIG
     finally:
-        sys.argv = saved
+        sys.argv, Hydra.get_mode = saved, saved_mode  # type: ignore[method-assign]
     return max(codes, default=0)
+
+
+def _names_hydra(arg: str) -> bool:
+    """Whether the command-line argument ``arg`` overrides Hydra's own config (``hydra.mode``,
+    ``hydra/sweeper=...``, ``+hydra.x``)."""
+    return arg.lstrip("+~").startswith("hydra")
+
+
+def _no_mode(self: Hydra, config_name: str | None, overrides: list[str]) -> None:
+    """Hydra composes the whole config once more only to read ``hydra.mode`` (most of a second).
+    Neither the engine's config tree nor a job (under ``job``) sets it, so without an override of
+    Hydra's config it is None, as Hydra would find: ``-m`` picks multirun, else a single run."""
+    return None
 
 
 def _app_config(cfg: DictConfig) -> AppConfig:

@@ -34,6 +34,7 @@ from engine.converters.base import Converter, first_line
 from engine.converters.frame import DATASET, finalize, to_frame
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
+from engine.runtime.chainkey import chain_key
 from engine.runtime.dag import Dag, DagPlan, DagResult, DatasetOutcome
 from engine.runtime.metrics import executor_seconds
 from engine.runtime.scope import DagScope, scope_for
@@ -169,7 +170,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
         job to infer is skipped and SQL only parsed, or the chain checked over a declared schema (as
         it is when some of ``inputs_may_not_exist``, the input paths an upstream DAG writes, are among
-        the inputs: the source still checks the others, and what needs no input at all)."""
+        the inputs: the source still checks the others, and what needs no input at all). A run with
+        nothing to read skips the check when one with the same key passed before
+        (:mod:`engine.runtime.chainkey`)."""
         self.source.check(spark, not_yet=inputs_may_not_exist)
         if validate_only and (inputs_may_not_exist or self._needs_inference()):
             if self.source.declared_schema() is not None:
@@ -187,10 +190,18 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         if schema is None:
             self._parse_only(spark)
             return RecordsPlan(units=units, schema=None)
+        if ctx is None or validate_only:
+            return RecordsPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
+        key = chain_key(spark, self.spec, schema)
+        checked = ctx.checked_chain()
+        if checked == key and not pins and all(u.empty for u in units):
+            log.info("dag %s: nothing to read, and its chain passed this check before", self.name)
+            return RecordsPlan(units=units, schema=schema)
         predicates = self._check_chain(spark, schema)
         for fingerprint, ddl in pins:
-            assert ctx is not None
             ctx.pin_schema(fingerprint, ddl)
+        if checked != key:
+            ctx.chain_passed(key)
         return RecordsPlan(units=units, schema=schema, predicates=predicates)
 
     def _check_chain(self, spark: SparkSession, schema: StructType | None) -> dict[str, Column]:

@@ -194,6 +194,8 @@ class MetadataManager:
             pin_schema=lambda fingerprint, ddl: self.store.pin_schema(
                 PinnedSchema(self.job, dag.name, fingerprint, ddl, self.run_id, utcnow())
             ),
+            checked_chain=lambda: self.store.chain_checked(self.job, dag.name),
+            chain_passed=lambda key: self.store.chain_passed(self.job, dag.name, key),
         )
 
     def planned_units(self, units: list[WorkUnit]) -> None:

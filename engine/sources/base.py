@@ -49,6 +49,10 @@ class PlanContext:
     """The schema this DAG's source pinned in an earlier run (read when called)."""
     pin_schema: Callable[[str, str], None] = lambda fingerprint, ddl: None
     """Keep ``(fingerprint, ddl)`` as this DAG's source schema for the runs after this one."""
+    checked_chain: Callable[[], str | None] = lambda: None
+    """The key of the newest check of this DAG's chain that passed (read when called)."""
+    chain_passed: Callable[[str], None] = lambda key: None
+    """Keep ``key`` as this DAG's newest passed chain check."""
 
     def low(self, dataset: str) -> Watermark | None:
         found = self.state.get(dataset)

@@ -6,17 +6,22 @@ watermark, when and why), ``files_read`` (the file log: every file a dataset rea
 ``commit_log`` (the publish protocol's write-ahead log). Every
 write is one Delta append; appends never conflict, so jobs share the location. Tables are created
 by :meth:`DeltaMetadataStore.ensure` before any concurrency (a concurrent creation is retried).
+Beside the tables, ``checks/<job>/<dag>`` caches the key of each DAG's last passed chain check
+(a local warehouse only; elsewhere every run checks).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from engine.state import watermarks
-from engine.state.delta_table import MetaTable, meta_table, prefetch
+from engine.state.delta_table import MetaTable, local_path, meta_table, prefetch
 from engine.state.rows import (
     LIVE,
     SCHEMA_VERSION,
@@ -32,6 +37,8 @@ from engine.state.rows import (
 )
 from engine.state.status import Status
 from engine.state.store import MetadataStore
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,6 +77,8 @@ class DeltaMetadataStore(MetadataStore):
 
     def __init__(self, spark: SparkSession, root: str) -> None:
         root = root.rstrip("/")
+        local = local_path(root)
+        self.checks = os.path.join(local, "checks") if local is not None else None
         self.state = meta_table(spark, f"{root}/state", STATE_DDL, version=SCHEMA_VERSION, what="state")
         self.jobs = meta_table(spark, f"{root}/job_status", JOB_STATUS_DDL, version=SCHEMA_VERSION, what="job status")
         self.flows = meta_table(
@@ -183,6 +192,33 @@ class DeltaMetadataStore(MetadataStore):
         """Created by the first source that pins a schema (declared schemas never pay for it)."""
         self.schemas.ensure()
         self.schemas.append([asdict(row)])
+
+    def chain_checked(self, job: str, dag: str) -> str | None:
+        if self.checks is None:
+            return None
+        try:
+            with open(self._check_file(job, dag), encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
+    def chain_passed(self, job: str, dag: str, key: str) -> None:
+        """Written whole (a temporary file renamed); a failure only costs the next run a check."""
+        if self.checks is None:
+            return
+        path = self._check_file(job, dag)
+        temp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(temp, "w", encoding="utf-8") as f:
+                f.write(key)
+            os.replace(temp, path)
+        except OSError as exc:
+            log.debug("cannot keep the chain check of %s/%s: %s", job, dag, exc)
+
+    def _check_file(self, job: str, dag: str) -> str:
+        assert self.checks is not None
+        return os.path.join(self.checks, quote(job, safe=""), quote(dag, safe=""))
 
     def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
         if not _readable(self.files):

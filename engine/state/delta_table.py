@@ -35,7 +35,16 @@ from delta.tables import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from engine.errors import ConfigError, EngineError
 from engine.state.conflicts import is_transient
@@ -426,9 +435,24 @@ def _exclusive_write(path: str, text: str) -> bool:
     return True
 
 
+_FLAT_TYPES = {
+    "STRING": StringType(),
+    "BIGINT": LongType(),
+    "INT": IntegerType(),
+    "DOUBLE": DoubleType(),
+    "BOOLEAN": BooleanType(),
+    "TIMESTAMP": TimestampType(),
+}
+
+
 @lru_cache(maxsize=64)
 def _schema(ddl: str) -> StructType:
-    """A DDL parsed once per process (each parse is a JVM round trip)."""
+    """A DDL parsed once per process. The metadata tables' flat DDLs (``name TYPE, ...``) are
+    parsed here, as Spark would (nullable, no metadata): Spark's parser is a JVM round trip and,
+    on a fresh JVM, most of a second. Anything else goes to Spark."""
+    fields = [f.split() for f in ddl.split(",")]
+    if all(len(f) == 2 and f[0].isidentifier() and f[1].upper() in _FLAT_TYPES for f in fields):
+        return StructType([StructField(name, _FLAT_TYPES[kind.upper()], True) for name, kind in fields])
     schema = StructType.fromDDL(ddl)
     assert isinstance(schema, StructType)
     return schema

@@ -106,6 +106,14 @@ class StateStore(_Located, ABC):
     def pin_schema(self, row: PinnedSchema) -> None:
         """Keep ``row`` as ``(job, dag)``'s source schema (the newest pin wins)."""
 
+    def chain_checked(self, job: str, dag: str) -> str | None:
+        """The key of the newest check of ``(job, dag)``'s converter chain that passed
+        (:mod:`engine.runtime.chainkey`), if this store keeps it."""
+        return None
+
+    def chain_passed(self, job: str, dag: str, key: str) -> None:
+        """Keep ``key`` as ``(job, dag)``'s newest passed check: a cache, which a store may drop."""
+
 
 class StatusStore(_Located, ABC):
     """How each run went: one JobStatus row per dataset and run, one FlowStatus row per run."""
@@ -157,6 +165,7 @@ class InMemoryMetadataStore(MetadataStore):
         self.log: list[LogRow] = []
         self.files: list[FileRead] = []
         self.pins: list[PinnedSchema] = []
+        self.checks: dict[tuple[str, str], str] = {}
         self.epoch = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
 
@@ -224,6 +233,12 @@ class InMemoryMetadataStore(MetadataStore):
     def pin_schema(self, row: PinnedSchema) -> None:
         with self._lock:
             self.pins.append(row)
+
+    def chain_checked(self, job: str, dag: str) -> str | None:
+        return self.checks.get((job, dag))
+
+    def chain_passed(self, job: str, dag: str, key: str) -> None:
+        self.checks[(job, dag)] = key
 
     def file_batches(self, job: str, dag: str, scope: str = LIVE) -> dict[int, int]:
         out: dict[int, int] = {}

@@ -62,6 +62,32 @@ def test_multirun_composes_each_job() -> None:
     assert [a.job_choice for a in seen] == ["demo/orders", "demo/customers"]
 
 
+def test_hydra_mode_still_chooses_a_multirun_when_overridden() -> None:
+    """The engine spares Hydra's second composition (to read ``hydra.mode``) only when no argument
+    touches Hydra's config; an override of it is honoured as Hydra honours it."""
+    code, seen = compose(["hydra.mode=MULTIRUN", "job=demo/orders,demo/customers"])
+    assert code == 0
+    assert [a.job_choice for a in seen] == ["demo/orders", "demo/customers"]
+
+
+def test_the_config_tree_leaves_hydra_mode_unset_as_the_spared_composition_assumes() -> None:
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.sources_registry import SourcesRegistry
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+
+    from engine.config.app import conf_dir
+    from engine.config.jobs_source import JobsConfigSource
+
+    SourcesRegistry.instance().register(JobsConfigSource)
+    hydra = Hydra.create_main_hydra2("t", create_config_search_path(str(conf_dir())))
+    try:
+        assert hydra.get_mode("config", ["job=demo/orders", "warehouse=/tmp/wh", "mode=status"]) is None
+        assert str(hydra.get_mode("config", ["job=demo/orders", "hydra.mode=MULTIRUN"])) == "RunMode.MULTIRUN"
+    finally:
+        GlobalHydra.instance().clear()
+
+
 def test_worst_exit_code_wins() -> None:
     assert (
         run_app(["-m", "job=demo/orders,demo/customers"], lambda app: 1 if "orders" in str(app.job_choice) else 0) == 1

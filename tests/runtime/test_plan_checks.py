@@ -193,3 +193,31 @@ def test_a_dag_that_runs_after_another_is_checked_over_its_declared_schema_befor
     assert info.value.key == "job.dags.report.forks.late"
     assert not upstream.exists()
     assert list(lake.iterdir()) == []
+
+
+def test_a_run_with_nothing_to_read_skips_a_check_that_passed_but_never_a_changed_one(spark: Any, lake: Path) -> None:
+    """The chain check costs seconds on a fresh JVM. A run with nothing to read skips it when the
+    same config, schema, code and SQL settings passed before; a mistake made since still fails the
+    very next run, new data or not, before anything is written."""
+    src = write_jsonl(lake.parent / "in" / "flights.json", FLIGHTS)  # type: ignore[arg-type]
+    jobs = lake.parent / "jobs"
+    flights_job(jobs, src)
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert (code, summary["sinks"]) == (0, {"flights.lake": 2, "flights.late": 1}), said[-3000:]
+    assert "passed this check before" not in said
+    assert [p.name for p in (lake / "_engine" / "checks" / "flights").iterdir()] == ["flights"]
+
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), said[-3000:]
+    assert "dag flights: nothing to read, and its chain passed this check before" in said
+
+    more = "spark.conf={spark.sql.shuffle.partitions:3}"
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}", more)
+    assert (code, summary.get("status")) == (0, "SUCCEEDED"), (summary, said[-3000:])
+    assert "passed this check before" not in said  # another SQL setting: checked again
+
+    flights_job(jobs, src, fork='"arr_delay >> 60"')
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert "key `job.forks.late`" in summary["message"]
+    assert spark.read.format("delta").load(str(lake / "flights")).count() == 2

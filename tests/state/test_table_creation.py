@@ -58,3 +58,17 @@ def test_a_newer_schema_version_is_still_refused(spark: Any, lake: Path) -> None
     LocalMetaTable(spark, path, DDL, version=5, what="test").ensure()
     with pytest.raises(ConfigError, match="newer engine"):
         LocalMetaTable(spark, path, DDL, version=4, what="test").ensure()
+
+
+def test_the_metadata_schemas_parse_in_python_as_spark_parses_them(spark: Any) -> None:
+    """The flat DDLs skip Spark's parser (a JVM round trip); the schema must be the one Spark builds."""
+    from pyspark.sql.types import StructType
+
+    from engine.state import delta_runs, delta_store
+    from engine.state.delta_table import _schema
+
+    ddls = [v for k, v in vars(delta_store).items() if k.endswith("_DDL")] + [delta_runs._DDL, DDL]
+    assert len(ddls) >= 9
+    for ddl in ddls:
+        assert _schema(ddl) == StructType.fromDDL(ddl), ddl
+    assert _schema("a ARRAY<STRING>, m MAP<STRING, INT>") == StructType.fromDDL("a ARRAY<STRING>, m MAP<STRING, INT>")
