@@ -22,7 +22,6 @@ import pyspark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
 
     from engine.spec import DagSpec
     from engine.spec.model import PluginSpec
@@ -32,11 +31,12 @@ __all__ = ["chain_key"]
 ENGINE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def chain_key(spark: SparkSession, spec: DagSpec, schema: StructType) -> str:
-    """A digest of everything the chain check of ``spec`` over ``schema`` depends on."""
+def chain_key(spark: SparkSession, spec: DagSpec, schema: str) -> str:
+    """A digest of everything the chain check of ``spec`` over ``schema`` depends on: the source's
+    declared DDL as written (then no parse is needed to tell), else the schema's JSON."""
     plugins = [spec.source, *spec.steps, *spec.sinks]
     parts = {
-        "schema": schema.json(),
+        "schema": schema,
         "plugins": [_plugin(p) for p in plugins],
         "branches": sorted(spec.branches.items()),
         "error_table": spec.error_table,

@@ -184,6 +184,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             units: list[WorkUnit] = []
         else:
             units = reuse if reuse is not None else self.source.plan(spark, ctx)
+        idle = not validate_only and all(u.empty for u in units)
+        declared = self.source.schema_ddl  # the key of a declared schema needs no parse
+        if idle and declared is not None and self._checked_before(ctx, chain_key(spark, self.spec, declared)):
+            return RecordsPlan(units=units, schema=None)
         pins: list[tuple[str, str]] = []  # an inferred schema is pinned only once the chain checks
         held = replace(ctx, pin_schema=lambda fingerprint, ddl: pins.append((fingerprint, ddl))) if ctx else None
         schema = self.source.schema(spark, None if validate_only else units, held)
@@ -192,17 +196,23 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             return RecordsPlan(units=units, schema=None)
         if ctx is None or validate_only:
             return RecordsPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
-        key = chain_key(spark, self.spec, schema)
-        checked = ctx.checked_chain()
-        if checked == key and not pins and all(u.empty for u in units):
-            log.info("dag %s: nothing to read, and its chain passed this check before", self.name)
-            return RecordsPlan(units=units, schema=schema)
+        key = chain_key(spark, self.spec, declared if declared is not None else schema.json())
+        if idle and not pins and self._checked_before(ctx, key):
+            return RecordsPlan(units=units, schema=None)
         predicates = self._check_chain(spark, schema)
         for fingerprint, ddl in pins:
             ctx.pin_schema(fingerprint, ddl)
-        if checked != key:
+        if ctx.checked_chain() != key:
             ctx.chain_passed(key)
         return RecordsPlan(units=units, schema=schema, predicates=predicates)
+
+    def _checked_before(self, ctx: PlanContext | None, key: str) -> bool:
+        """Whether a check of this chain with ``key`` passed in an earlier run (then a run with
+        nothing to read skips it)."""
+        if ctx is None or ctx.checked_chain() != key:
+            return False
+        log.info("dag %s: nothing to read, and its chain passed this check before", self.name)
+        return True
 
     def _check_chain(self, spark: SparkSession, schema: StructType | None) -> dict[str, Column]:
         """Build the chain, the forks and each sink's branch over an empty frame of ``schema``:

@@ -36,7 +36,9 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
@@ -445,14 +447,23 @@ _FLAT_TYPES = {
 }
 
 
+def _flat_type(text: str) -> DataType | None:
+    """``STRING``, ``BIGINT``, ... or an ``ARRAY<>`` of one, as Spark's parser reads it; else None."""
+    kind = text.upper()
+    if kind.startswith("ARRAY<") and kind.endswith(">"):
+        inner = _FLAT_TYPES.get(kind[len("ARRAY<") : -1])
+        return ArrayType(inner, True) if inner is not None else None
+    return _FLAT_TYPES.get(kind)
+
+
 @lru_cache(maxsize=64)
 def _schema(ddl: str) -> StructType:
     """A DDL parsed once per process. The metadata tables' flat DDLs (``name TYPE, ...``) are
     parsed here, as Spark would (nullable, no metadata): Spark's parser is a JVM round trip and,
     on a fresh JVM, most of a second. Anything else goes to Spark."""
     fields = [f.split() for f in ddl.split(",")]
-    if all(len(f) == 2 and f[0].isidentifier() and f[1].upper() in _FLAT_TYPES for f in fields):
-        return StructType([StructField(name, _FLAT_TYPES[kind.upper()], True) for name, kind in fields])
+    if all(len(f) == 2 and f[0].isidentifier() and _flat_type(f[1]) is not None for f in fields):
+        return StructType([StructField(name, _flat_type(kind), True) for name, kind in fields])  # type: ignore[arg-type]
     schema = StructType.fromDDL(ddl)
     assert isinstance(schema, StructType)
     return schema

@@ -64,11 +64,12 @@ def test_the_metadata_schemas_parse_in_python_as_spark_parses_them(spark: Any) -
     """The flat DDLs skip Spark's parser (a JVM round trip); the schema must be the one Spark builds."""
     from pyspark.sql.types import StructType
 
+    from engine.sinks.error_table import ERROR_TABLE_DDL
     from engine.state import delta_runs, delta_store
     from engine.state.delta_table import _schema
 
-    ddls = [v for k, v in vars(delta_store).items() if k.endswith("_DDL")] + [delta_runs._DDL, DDL]
-    assert len(ddls) >= 9
+    ddls = [v for k, v in vars(delta_store).items() if k.endswith("_DDL")] + [delta_runs._DDL, ERROR_TABLE_DDL, DDL]
+    assert len(ddls) >= 10
     for ddl in ddls:
         assert _schema(ddl) == StructType.fromDDL(ddl), ddl
     assert _schema("a ARRAY<STRING>, m MAP<STRING, INT>") == StructType.fromDDL("a ARRAY<STRING>, m MAP<STRING, INT>")
