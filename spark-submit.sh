@@ -39,6 +39,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# The driver JVM maps the class archive scripts/bootstrap.sh trained (or, training, writes it).
+if [ -n "${ENGINE_CDS_TRAIN:-}" ]; then
+  java_opts="$java_opts -XX:ArchiveClassesAtExit=$ENGINE_CDS_TRAIN -Xlog:cds=off -Xlog:cds+dynamic=off"
+elif [ "${ENGINE_CDS:-on}" != off ] && [ -f "$root/.cache/cds/engine.jsa" ]; then
+  java_opts="$java_opts -XX:SharedArchiveFile=$(readlink -f "$root/.cache/cds/engine.jsa") -Xlog:cds=off -Xlog:cds+dynamic=off"
+fi
+
 jars="$(ls "$root"/.cache/jars/*.jar | paste -sd, -)"
 [ -n "$user_jars" ] && jars="$jars,$user_jars"
 

@@ -15,6 +15,10 @@ Each round times three whole processes, one after the other, each started by ``s
 - ``first``: the demo job on a fresh warehouse: creates its tables, reads the demo's 48 records,
   publishes them.
 
+``spark-submit.sh`` starts the driver JVM on the class archive ``scripts/bootstrap.sh`` trained
+(``.cache/cds/``); the bench says whether it is there. ``--compare-cds`` also times each of the three
+with ``ENGINE_CDS=off`` in the same rounds, to show what the archive saves.
+
 Goals: ``nothing - empty <= 1.5 s`` and ``first - empty <= 4 s``, medians of the rounds. Every demo
 run must exit 0 and the first run's Delta table (read back with ``deltalake``) must hold the demo's
 valid records. The last line on stdout is a one-line JSON of the figures. Exit code: 0 ok, 1 a run
@@ -65,6 +69,7 @@ def delta_rows(path: Path) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    p.add_argument("--compare-cds", action="store_true", help="also time each run without the class archive")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
@@ -77,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     empty_env = {"ENGINE_APP": str(ROOT / "bench" / "empty_app.py")}
     kept = work / "kept"  # the warehouse the "nothing to do" runs find already up to date
 
-    def demo(warehouse: Path) -> tuple[float, int, str]:
-        return submit(["job=demo/orders", f"warehouse={warehouse}"])
+    def demo(warehouse: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
+        return submit(["job=demo/orders", f"warehouse={warehouse}"], env=env)
+
+    archive = ROOT / ".cache" / "cds" / "engine.jsa"
+    print(f"class archive: {archive.resolve() if archive.exists() else 'none (ENGINE_CDS=off, or not trained)'}")
+    off = {"ENGINE_CDS": "off"}
 
     failures: list[str] = []
     try:
@@ -86,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{what:>16} {secs:6.2f}s exit {code}", flush=True)
             if code != 0:
                 failures.append(f"{what}: exit {code}\n{out}")
-        times: dict[str, list[float]] = {"empty": [], "nothing": [], "first": []}
+        times: dict[str, list[float]] = {}
         for n in range(1, args.rounds + 1):
             fresh = work / f"fresh-{n}"
             runs = {
@@ -94,15 +103,24 @@ def main(argv: list[str] | None = None) -> int:
                 "nothing": lambda: demo(kept),
                 "first": lambda fresh=fresh: demo(fresh),  # type: ignore[misc]
             }
+            if args.compare_cds:
+                runs.update(
+                    {
+                        "empty-nocds": lambda: submit([], env={**empty_env, **off}),
+                        "nothing-nocds": lambda: demo(kept, off),
+                        "first-nocds": lambda fresh=fresh: demo(work / f"{fresh.name}-nocds", off),  # type: ignore[misc]
+                    }
+                )
             for what, run in runs.items():
                 secs, code, out = run()
-                times[what].append(secs)
-                print(f"{f'round {n}':>8} {what:<8} {secs:6.2f}s exit {code}", flush=True)
+                times.setdefault(what, []).append(secs)
+                print(f"{f'round {n}':>8} {what:<13} {secs:6.2f}s exit {code}", flush=True)
                 if code != 0:
                     failures.append(f"round {n} {what}: exit {code}\n{out}")
-            if (fresh / "orders").exists() and (rows := delta_rows(fresh / "orders")) != DEMO_VALID:
-                failures.append(f"round {n}: the first run's table holds {rows} rows, not {DEMO_VALID}")
-            shutil.rmtree(fresh, ignore_errors=True)
+            for made in (fresh, work / f"{fresh.name}-nocds"):
+                if (made / "orders").exists() and (rows := delta_rows(made / "orders")) != DEMO_VALID:
+                    failures.append(f"round {n}: the first run's table holds {rows} rows, not {DEMO_VALID}")
+                shutil.rmtree(made, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -114,12 +132,16 @@ def main(argv: list[str] | None = None) -> int:
             f"median {what:<8} {median[what]:6.2f}s = empty {median['empty']:.2f}s + {over[what]:.2f}s "
             f"(goal <= +{goal:.1f}s: {verdict})"
         )
+    saved = {w: median[f"{w}-nocds"] / median[w] for w in ("empty", "nothing", "first") if f"{w}-nocds" in median}
+    for what, ratio in saved.items():
+        print(f"median {what:<8} without the class archive {median[f'{what}-nocds']:6.2f}s: {ratio:.2f}x slower")
     for failure in failures:
         print(f"FAILED {failure}", file=sys.stderr)
     summary = {
         "rounds": args.rounds,
-        **{f"{what}_seconds": [round(s, 2) for s in t] for what, t in times.items()},
+        **{f"{what.replace('-', '_')}_seconds": [round(s, 2) for s in t] for what, t in times.items()},
         **{f"{what}_over_empty": round(over[what], 2) for what in GOALS},
+        **{f"{what}_nocds_over_cds": round(ratio, 2) for what, ratio in saved.items()},
         "runs_ok": not failures,
     }
     print(json.dumps(summary), flush=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up used by spark-submit.sh and scripts/test.sh: a virtualenv with the pinned Python
-# packages (.venv/) and the JVM packages (.cache/jars/). Each part is redone only when its input file
-# changes (a stamp holds the input's hash), so a second call costs ~0.1 s and needs no network.
+# packages (.venv/), the JVM packages (.cache/jars/) and a class-data-sharing archive of the driver
+# JVM (.cache/cds/). Each part is redone only when its input changes (a stamp holds the input's
+# hash), so a second call costs ~0.1 s and needs no network.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -45,6 +46,42 @@ ensure_jars() {
   echo "$want" > "$cache/jars/.stamp"
 }
 
+# The classes a run loads (Spark, Delta, the JDK's), parsed and verified once into an archive the
+# driver JVM maps at start (JDK dynamic CDS): every later start skips that work (bench/fixed_cost.py
+# measures it). Trained by running the demo job once; keyed by the Java runtime and the jars, and
+# ignored by the JVM itself if they no longer match. ENGINE_CDS=off: no archive.
+ensure_cds() {
+  [ "${ENGINE_CDS:-on}" = off ] && return
+  [ -n "${ENGINE_CDS_TRAIN:-}" ] && return  # this is the training run
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/java}"; java="$(readlink -f "${java:-$(command -v java)}")"
+  local want; want="$(printf '%s %s\n' "$(stat -c '%s %Y' "$java" "$(dirname "$java")/../lib/server/libjvm.so" 2>/dev/null)" \
+    "$(cat "$cache/jars/.stamp" "$venv/.stamp")" | sha256sum | cut -c1-16)"
+  local dir="$cache/cds" archive="$cache/cds/$want.jsa"
+  [ -f "$archive" ] || [ -f "$archive.failed" ] || {
+    mkdir -p "$dir"
+    exec 9>"$dir/.lock"
+    flock -n 9 || return 0  # another set-up is training: run without the archive meanwhile
+    [ -f "$archive" ] || train_cds "$archive"
+  }
+  [ -f "$archive" ] && ln -sfn "$want.jsa" "$dir/engine.jsa.tmp" && mv -T "$dir/engine.jsa.tmp" "$dir/engine.jsa"
+  return 0
+}
+
+train_cds() {
+  local archive="$1" work; work="$(mktemp -d)"
+  log "training the driver JVM's class archive on the demo job (once, about a minute)"
+  if ENGINE_CDS_TRAIN="$archive.tmp" bash "$root/spark-submit.sh" job=demo/orders "warehouse=$work/lake" progress=off \
+      >"$cache/cds/train.log" 2>&1 && [ -s "$archive.tmp" ]; then
+    mv "$archive.tmp" "$archive"
+    find "$cache/cds" -name '*.jsa' ! -name "$(basename "$archive")" -type f -delete  # earlier runtimes' or jars'
+  else
+    log "no class archive (runs start slower); see .cache/cds/train.log"
+    rm -f "$archive.tmp"; touch "$archive.failed"
+  fi
+  rm -rf "$work"
+}
+
 mkdir -p "$cache"
 ensure_venv
 ensure_jars
+ensure_cds

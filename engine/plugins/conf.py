@@ -39,7 +39,7 @@ class Anchors:
 class PluginConf(BaseModel):
     """A plugin's validated config. Unknown keys are errors; every field has a one-line doc."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: str
     """The registry key that chose this plugin."""

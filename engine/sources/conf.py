@@ -45,7 +45,7 @@ def parse_seconds(value: float | int | str) -> float:
 class LimitsConf(BaseModel):
     """Throttling: how much one run reads (``None``: no limit). Sizes take ``k/m/g/t`` suffixes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_records: int | None = Field(default=None, ge=1)
     """At most this many records (sources that can estimate records: delta, jdbc)."""
@@ -195,7 +195,7 @@ class FilesSourceConf(SourceConf):
 class PartitionsConf(BaseModel):
     """Date-partitioned directories, e.g. ``pattern = "yyyy/MM/dd"`` or ``"dt=yyyy-MM-dd/HH"``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     pattern: str
     """The partition path under the dataset root with ``yyyy``, ``MM``, ``dd``, ``HH`` fields."""
@@ -256,7 +256,7 @@ class DeltaSourceConf(SourceConf):
 class JdbcIncrementalConf(BaseModel):
     """The column that orders new rows: an id or a modification timestamp."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     column: str
     """A numeric or timestamp column; rows with a NULL there are never read (counted and logged)."""

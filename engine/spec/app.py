@@ -35,7 +35,7 @@ Text = Annotated[str, BeforeValidator(_text)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class StatusConf(_Strict):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 class RecursiveFinderConf(_Strict):

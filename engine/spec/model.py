@@ -16,7 +16,7 @@ BUILTIN_BRANCHES = ("valid", "error")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ErrorTableConf(_Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from decimal import Decimal
@@ -258,3 +259,21 @@ def test_the_readme_s_quoted_override_values_arrive_intact() -> None:
         for part in key.split("."):
             node = node[int(part)] if isinstance(node, list) else node[part]
         assert node == want, key
+
+
+def test_the_driver_jvm_starts_on_the_class_archive_the_set_up_trained(tmp_path: Path) -> None:
+    """``scripts/bootstrap.sh`` trains a class archive and ``spark-submit.sh`` maps it: with
+    ``-Xshare:on`` the JVM refuses to start unless it maps the archive it is given."""
+    if os.environ.get("ENGINE_CDS") == "off":
+        pytest.skip("ENGINE_CDS=off: the set-up trained no class archive")
+    archive = REPO / ".cache" / "cds" / "engine.jsa"
+    assert archive.is_file(), "scripts/bootstrap.sh should have trained .cache/cds/engine.jsa"
+    proc = submit("--driver-java-options", "-Xshare:on", "job=demo/orders", f"warehouse={tmp_path}", "mode=validate")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary(proc)["status"] == "VALID"
+    garbage = tmp_path / "not-an-archive.jsa"
+    garbage.write_bytes(b"\0" * 4096)
+    refused = submit(
+        "--driver-java-options", f"-Xshare:on -XX:SharedArchiveFile={garbage}", "job=demo/orders", "mode=validate"
+    )
+    assert refused.returncode != 0  # the check above can fail: an archive that does not map stops the JVM
