@@ -17,6 +17,7 @@ master=""
 driver_memory=""
 user_jars=""
 java_opts="-Dlog4j2.configurationFile=file:$root/conf/log4j2.properties"
+user_java_opts=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --master) master="$2"; shift 2 ;;
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --driver-memory=*) driver_memory="${1#*=}"; shift ;;
     --jars) user_jars="$2"; shift 2 ;;
     --jars=*) user_jars="${1#*=}"; shift ;;
-    --driver-java-options) java_opts="$java_opts $2"; shift 2 ;;
+    --driver-java-options) user_java_opts="$user_java_opts $2"; shift 2 ;;
     --conf|--deploy-mode|--executor-memory|--executor-cores|--num-executors|--total-executor-cores|\
     --driver-cores|--name|--files|--archives|--properties-file|\
     --driver-class-path|--driver-library-path|--queue|--principal|--keytab|--packages|\
@@ -39,12 +40,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The driver JVM maps the class archive scripts/bootstrap.sh trained (or, training, writes it).
+# The driver JVM maps the class archive scripts/bootstrap.sh trained (or, training, writes it);
+# the user's --driver-java-options come after, so theirs win.
+cds_opts=""
 if [ -n "${ENGINE_CDS_TRAIN:-}" ]; then
-  java_opts="$java_opts -XX:ArchiveClassesAtExit=$ENGINE_CDS_TRAIN -Xlog:cds=off -Xlog:cds+dynamic=off"
+  cds_opts="-XX:ArchiveClassesAtExit=$ENGINE_CDS_TRAIN -Xlog:cds=off -Xlog:cds+dynamic=off"
 elif [ "${ENGINE_CDS:-on}" != off ] && [ -f "$root/.cache/cds/engine.jsa" ]; then
-  java_opts="$java_opts -XX:SharedArchiveFile=$(readlink -f "$root/.cache/cds/engine.jsa") -Xlog:cds=off -Xlog:cds+dynamic=off"
+  cds_opts="-XX:SharedArchiveFile=$(readlink -f "$root/.cache/cds/engine.jsa") -Xlog:cds=off -Xlog:cds+dynamic=off"
 fi
+java_opts="$java_opts $cds_opts$user_java_opts"
 
 jars="$(ls "$root"/.cache/jars/*.jar | paste -sd, -)"
 [ -n "$user_jars" ] && jars="$jars,$user_jars"
