@@ -88,6 +88,17 @@ def test_the_config_tree_leaves_hydra_mode_unset_as_the_spared_composition_assum
         GlobalHydra.instance().clear()
 
 
+def test_spark_settings_merge_with_the_defaults_and_new_ones_need_the_double_plus() -> None:
+    """As the README's ``spark.conf`` row says: braces merge; a setting the defaults lack needs ``++``."""
+    code, (app,) = compose(["job=demo/orders", "spark.conf={spark.sql.shuffle.partitions:64}"])
+    assert code == 0 and app.data["spark"]["conf"]["spark.sql.shuffle.partitions"] == 64
+    assert app.data["spark"]["conf"]["spark.sql.session.timeZone"] == "UTC"
+    assert compose(["job=demo/orders", "spark.conf={spark.sql.caseSensitive:true}"]) == (2, [])
+    code, (app,) = compose(["job=demo/orders", "++spark.conf={spark.sql.caseSensitive:true}"])
+    assert code == 0 and app.data["spark"]["conf"]["spark.sql.caseSensitive"] is True
+    assert app.data["spark"]["conf"]["spark.sql.session.timeZone"] == "UTC"
+
+
 def test_worst_exit_code_wins() -> None:
     assert (
         run_app(["-m", "job=demo/orders,demo/customers"], lambda app: 1 if "orders" in str(app.job_choice) else 0) == 1
