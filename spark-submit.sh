@@ -16,7 +16,7 @@ hydra_args=()
 master=""
 driver_memory=""
 user_jars=""
-java_opts="-Dlog4j2.configurationFile=file:$root/conf/log4j2.properties"
+java_opts="\"-Dlog4j2.configurationFile=file:$root/conf/log4j2.properties\""
 user_java_opts=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,10 +43,10 @@ done
 # The driver JVM maps the class archive scripts/bootstrap.sh trained (or, training, writes it);
 # the user's --driver-java-options come after, so theirs win.
 cds_opts=""
-if [ -n "${ENGINE_CDS_TRAIN:-}" ]; then
-  cds_opts="-XX:ArchiveClassesAtExit=$ENGINE_CDS_TRAIN -Xlog:cds=off -Xlog:cds+dynamic=off"
+if [ -n "${ENGINE_CDS_TRAIN:-}" ]; then  # its warnings go to .cache/cds/train.log
+  cds_opts="\"-XX:ArchiveClassesAtExit=$ENGINE_CDS_TRAIN\""
 elif [ "${ENGINE_CDS:-on}" != off ] && [ -f "$root/.cache/cds/engine.jsa" ]; then
-  cds_opts="-XX:SharedArchiveFile=$(readlink -f "$root/.cache/cds/engine.jsa") -Xlog:cds=off -Xlog:cds+dynamic=off"
+  cds_opts="\"-XX:SharedArchiveFile=$(readlink -f "$root/.cache/cds/engine.jsa")\" -Xlog:cds=off -Xlog:cds+dynamic=off"
 fi
 java_opts="$java_opts $cds_opts$user_java_opts"
 

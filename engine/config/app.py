@@ -74,7 +74,7 @@ def run_app(argv: list[str], task: Callable[[AppConfig], int], *, documented: Do
 
     saved, saved_mode = sys.argv, Hydra.get_mode
     sys.argv = [saved[0], *argv]
-    if not any(_names_hydra(a) for a in argv):
+    if not _may_set_mode(argv):
         Hydra.get_mode = _no_mode  # type: ignore[method-assign]
     try:
         _main()
@@ -86,16 +86,27 @@ def run_app(argv: list[str], task: Callable[[AppConfig], int], *, documented: Do
     return max(codes, default=0)
 
 
-def _names_hydra(arg: str) -> bool:
-    """Whether the command-line argument ``arg`` overrides Hydra's own config (``hydra.mode``,
-    ``hydra/sweeper=...``, ``+hydra.x``)."""
-    return arg.lstrip("+~").startswith("hydra")
+def _may_set_mode(argv: list[str]) -> bool:
+    """Whether something else than the engine's own config tree could set ``hydra.mode``: another
+    tree (``ENGINE_CONF_DIR``, ``--config-dir``, ``--config-name``, any flag but ``-m``), or an
+    argument that overrides Hydra's config (``hydra.mode=...``, ``hydra/sweeper=...``,
+    ``+hydra.x``) or adds a config group that may (``+experiment=x``)."""
+    if os.environ.get("ENGINE_CONF_DIR"):
+        return True
+    for arg in argv:
+        if arg.startswith("-") and arg not in ("-m", "--multirun"):
+            return True
+        if arg.startswith(("+", "~")) and "=" in arg and "." not in arg.split("=", 1)[0]:
+            return True  # a config group added or removed: its file may be global
+        if arg.lstrip("+~").startswith("hydra"):
+            return True
+    return False
 
 
 def _no_mode(self: Hydra, config_name: str | None, overrides: list[str]) -> None:
     """Hydra composes the whole config once more only to read ``hydra.mode`` (most of a second).
-    Neither the engine's config tree nor a job (under ``job``) sets it, so without an override of
-    Hydra's config it is None, as Hydra would find: ``-m`` picks multirun, else a single run."""
+    Neither the engine's config tree nor a job (under ``job``) sets it, so unless
+    :func:`_may_set_mode` it is None, as Hydra would find: ``-m`` picks multirun, else a single run."""
     return None
 
 

@@ -34,7 +34,7 @@ from engine.converters.base import Converter, first_line
 from engine.converters.frame import DATASET, finalize, to_frame
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
-from engine.runtime.chainkey import chain_key
+from engine.runtime.chainkey import chain_key, sql_settings
 from engine.runtime.dag import Dag, DagPlan, DagResult, DatasetOutcome
 from engine.runtime.metrics import executor_seconds
 from engine.runtime.scope import DagScope, scope_for
@@ -173,6 +173,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         the inputs: the source still checks the others, and what needs no input at all). A run with
         nothing to read skips the check when one with the same key passed before
         (:mod:`engine.runtime.chainkey`)."""
+        settings = sql_settings(spark) if ctx is not None and not validate_only else []  # before any read
         self.source.check(spark, not_yet=inputs_may_not_exist)
         if validate_only and (inputs_may_not_exist or self._needs_inference()):
             if self.source.declared_schema() is not None:
@@ -186,7 +187,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             units = reuse if reuse is not None else self.source.plan(spark, ctx)
         idle = not validate_only and all(u.empty for u in units)
         declared = self.source.schema_ddl  # the key of a declared schema needs no parse
-        if idle and declared is not None and self._checked_before(ctx, chain_key(spark, self.spec, declared)):
+        if idle and declared is not None and self._checked_before(ctx, chain_key(settings, self.spec, declared)):
             return RecordsPlan(units=units, schema=None)
         pins: list[tuple[str, str]] = []  # an inferred schema is pinned only once the chain checks
         held = replace(ctx, pin_schema=lambda fingerprint, ddl: pins.append((fingerprint, ddl))) if ctx else None
@@ -196,7 +197,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             return RecordsPlan(units=units, schema=None)
         if ctx is None or validate_only:
             return RecordsPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
-        key = chain_key(spark, self.spec, declared if declared is not None else schema.json())
+        key = chain_key(settings, self.spec, declared if declared is not None else schema.json())
         if idle and not pins and self._checked_before(ctx, key):
             return RecordsPlan(units=units, schema=None)
         predicates = self._check_chain(spark, schema)

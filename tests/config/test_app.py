@@ -70,6 +70,31 @@ def test_hydra_mode_still_chooses_a_multirun_when_overridden() -> None:
     assert [a.job_choice for a in seen] == ["demo/orders", "demo/customers"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "may"),
+    [
+        (["job=demo/orders", "warehouse=/x", "++spark.conf={a.b:1}", "+job.x=1", "~job.y"], False),
+        (["-m", "job=demo/orders,demo/customers"], False),
+        (["--multirun", "job=demo/orders"], False),
+        (["job=demo/orders", "hydra.mode=MULTIRUN"], True),
+        (["job=demo/orders", "hydra/sweeper=basic"], True),
+        (["job=demo/orders", "+hydra.job.env_set={A:1}"], True),
+        (["job=demo/orders", "+experiment=fast"], True),
+        (["--config-dir", "/elsewhere", "job=demo/orders"], True),
+        (["-cn", "other", "job=demo/orders"], True),
+    ],
+)
+def test_the_second_composition_is_spared_only_when_nothing_else_could_set_hydra_mode(
+    argv: list[str], may: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.config.app import _may_set_mode
+
+    monkeypatch.delenv("ENGINE_CONF_DIR", raising=False)
+    assert _may_set_mode(argv) is may
+    monkeypatch.setenv("ENGINE_CONF_DIR", "/elsewhere")
+    assert _may_set_mode(argv) is True
+
+
 def test_the_config_tree_leaves_hydra_mode_unset_as_the_spared_composition_assumes() -> None:
     from hydra._internal.hydra import Hydra
     from hydra._internal.sources_registry import SourcesRegistry

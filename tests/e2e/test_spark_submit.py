@@ -263,14 +263,18 @@ def test_the_readme_s_quoted_override_values_arrive_intact() -> None:
 
 def test_the_driver_jvm_starts_on_the_class_archive_the_set_up_trained(tmp_path: Path) -> None:
     """``scripts/bootstrap.sh`` trains a class archive and ``spark-submit.sh`` maps it: with
-    ``-Xshare:on`` the JVM refuses to start unless it maps the archive it is given."""
+    ``-Xshare:on`` the JVM refuses to start unless it maps the archive it is given, and its CDS log
+    names the archive as the dynamic layer it mapped."""
     if os.environ.get("ENGINE_CDS") == "off":
         pytest.skip("ENGINE_CDS=off: the set-up trained no class archive")
     archive = REPO / ".cache" / "cds" / "engine.jsa"
     assert archive.is_file(), "scripts/bootstrap.sh should have trained .cache/cds/engine.jsa"
-    proc = submit("--driver-java-options", "-Xshare:on", "job=demo/orders", f"warehouse={tmp_path}", "mode=validate")
+    opts = "-Xshare:on -Xlog:cds=info"
+    proc = submit("--driver-java-options", opts, "job=demo/orders", f"warehouse={tmp_path}", "mode=validate")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(proc)["status"] == "VALID"
+    assert f"Opened archive {archive.resolve()}." in proc.stdout
+    assert "Mapped dynamic region" in proc.stdout
     garbage = tmp_path / "not-an-archive.jsa"
     garbage.write_bytes(b"\0" * 4096)
     refused = submit(

@@ -215,9 +215,27 @@ def test_a_run_with_nothing_to_read_skips_a_check_that_passed_but_never_a_change
     code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}", more)
     assert (code, summary.get("status")) == (0, "SUCCEEDED"), (summary, said[-3000:])
     assert "passed this check before" not in said  # another SQL setting: checked again
+    for skips in (False, True):  # back to the job's settings: checked once, then skipped again
+        code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+        assert (code, "passed this check before" in said) == (0, skips), said[-3000:]
 
-    flights_job(jobs, src, fork='"arr_delay >> 60"')
+    flights_job(jobs, src, fork='"arr_delay >> 60"')  # the fork alone changes
     code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
     assert code == EXIT_CONFIG, said[-3000:]
     assert "key `job.forks.late`" in summary["message"]
     assert spark.read.format("delta").load(str(lake / "flights")).count() == 2
+
+
+def test_an_idle_run_over_an_inferred_schema_skips_the_check_by_the_pinned_schema(spark: Any, lake: Path) -> None:
+    """Without a declared schema the key holds the pinned schema: an idle run skips the check, and
+    a mistake made since still fails it."""
+    src = write_jsonl(lake.parent / "in" / "flights.json", FLIGHTS)  # type: ignore[arg-type]
+    jobs = lake.parent / "jobs"
+    flights_job(jobs, src, schema="None")
+    for skips in (False, True):
+        code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+        assert (code, summary["status"], "passed this check before" in said) == (0, "SUCCEEDED", skips), said[-3000:]
+    flights_job(jobs, src, schema="None", fork='"arr_delay >> 60"')
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert "branch `late`: `arr_delay >> 60` is of type bigint, not boolean" in summary["message"]
