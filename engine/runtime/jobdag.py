@@ -61,7 +61,8 @@ class RecordsPlan(DagPlan):
     """A records DAG's plan: its units, the schema it reads them with and the fork's predicates."""
 
     schema: StructType | None = None
-    """``None``: nothing to read this run and no declared schema to check against."""
+    """``None``: nothing to read this run, and no declared schema to check against or a check
+    that passed before."""
     predicates: dict[str, Column] = field(default_factory=dict)
 
 
@@ -187,8 +188,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             units = reuse if reuse is not None else self.source.plan(spark, ctx)
         idle = not validate_only and all(u.empty for u in units)
         declared = self.source.schema_ddl  # the key of a declared schema needs no parse
-        if idle and declared is not None and self._checked_before(ctx, chain_key(settings, self.spec, declared)):
-            return RecordsPlan(units=units, schema=None)
+        key = chain_key(settings, self.spec, declared) if declared is not None and ctx is not None else None
+        checked = ctx.checked_chain() if ctx is not None and not validate_only else None
+        if idle and key is not None and key == checked:
+            return self._checked_before(units)
         pins: list[tuple[str, str]] = []  # an inferred schema is pinned only once the chain checks
         held = replace(ctx, pin_schema=lambda fingerprint, ddl: pins.append((fingerprint, ddl))) if ctx else None
         schema = self.source.schema(spark, None if validate_only else units, held)
@@ -197,23 +200,21 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             return RecordsPlan(units=units, schema=None)
         if ctx is None or validate_only:
             return RecordsPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
-        key = chain_key(settings, self.spec, declared if declared is not None else schema.json())
-        if idle and not pins and self._checked_before(ctx, key):
-            return RecordsPlan(units=units, schema=None)
+        key = key or chain_key(settings, self.spec, schema.json())
+        if idle and not pins and key == checked:
+            return self._checked_before(units)
         predicates = self._check_chain(spark, schema)
         for fingerprint, ddl in pins:
             ctx.pin_schema(fingerprint, ddl)
-        if ctx.checked_chain() != key:
+        if checked != key:
             ctx.chain_passed(key)
         return RecordsPlan(units=units, schema=schema, predicates=predicates)
 
-    def _checked_before(self, ctx: PlanContext | None, key: str) -> bool:
-        """Whether a check of this chain with ``key`` passed in an earlier run (then a run with
-        nothing to read skips it)."""
-        if ctx is None or ctx.checked_chain() != key:
-            return False
+    def _checked_before(self, units: list[WorkUnit]) -> RecordsPlan:
+        """The plan of a run with nothing to read whose chain passed this check before: no schema,
+        so nothing is read."""
         log.info("dag %s: nothing to read, and its chain passed this check before", self.name)
-        return True
+        return RecordsPlan(units=units, schema=None)
 
     def _check_chain(self, spark: SparkSession, schema: StructType | None) -> dict[str, Column]:
         """Build the chain, the forks and each sink's branch over an empty frame of ``schema``:

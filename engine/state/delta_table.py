@@ -461,9 +461,12 @@ def _schema(ddl: str) -> StructType:
     """A DDL parsed once per process. The metadata tables' flat DDLs (``name TYPE, ...``) are
     parsed here, as Spark would (nullable, no metadata): Spark's parser is a JVM round trip and,
     on a fresh JVM, most of a second. Anything else goes to Spark."""
-    fields = [f.split() for f in ddl.split(",")]
-    if all(len(f) == 2 and f[0].isidentifier() and _flat_type(f[1]) is not None for f in fields):
-        return StructType([StructField(name, _flat_type(kind), True) for name, kind in fields])  # type: ignore[arg-type]
+    fields = [
+        (f[0], _flat_type(f[1])) if len(f) == 2 and f[0].isidentifier() else ("", None)
+        for f in (part.split() for part in ddl.split(","))
+    ]
+    if all(kind is not None for _, kind in fields):
+        return StructType([StructField(name, kind, True) for name, kind in fields])  # type: ignore[arg-type]
     schema = StructType.fromDDL(ddl)
     assert isinstance(schema, StructType)
     return schema
