@@ -6,7 +6,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.runtime.session import build_session
+from engine.cli.pyspark_path import prefer_compiled_pyspark
 
 if __name__ == "__main__":
+    prefer_compiled_pyspark()  # as the engine's driver does: the floor stays the floor
+    from engine.runtime.session import build_session
+
     build_session("engine").stop()

@@ -7,12 +7,14 @@ import sys
 from typing import NoReturn
 
 from engine.cli.app import main
+from engine.cli.pyspark_path import prefer_compiled_pyspark
 
 __all__ = ["driver_main"]
 
 
 def driver_main() -> NoReturn:
     """Run the command line in ``sys.argv`` and leave with its exit code."""
+    prefer_compiled_pyspark()
     try:
         main()
     except SystemExit as done:
