@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
 from engine.sinks.delta import stage_delta
-from engine.state.delta_table import VERSION_PROPERTY, meta_table, retry_conflicts
+from engine.state.delta_table import VERSION_PROPERTY, meta_table, never_written, retry_conflicts
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -74,7 +74,10 @@ class ErrorTable:
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{SCHEMA_VERSION}')")
 
     def new_rows(self, rows: DataFrame) -> DataFrame:
-        """``rows`` without those whose ``record_id`` the table already holds."""
+        """``rows`` without those whose ``record_id`` the table already holds (a table nothing was
+        written to yet holds none: no read of it, on a first run no Delta snapshot to build)."""
+        if never_written(self.path):
+            return rows
         held = (
             rows.sparkSession.read.format("delta").load(self.path).select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
         )

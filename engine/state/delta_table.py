@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -418,13 +418,67 @@ def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> 
         out.write(text)
     try:
         os.link(temp, target)  # atomic and complete, fails if present
-        return True
+        created = True
     except FileExistsError:
         return False
     except OSError:  # a file system without hard links: exclusive create, then the content
-        return _exclusive_write(target, text)
+        created = _exclusive_write(target, text)
     finally:
         os.unlink(temp)
+    if created:
+        _write_checksum(log_dir, actions[1]["protocol"], actions[2]["metaData"])
+    return created
+
+
+def _write_checksum(log_dir: str, protocol: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """Version 0's checksum (``.crc``), as Delta writes one for an empty table. Without it,
+    Delta's first commit to the table rebuilds version 0's state with Spark jobs to derive the next
+    checksum (seconds on a first run). Best effort: a table without one is valid."""
+    checksum = {
+        "tableSizeBytes": 0,
+        "numFiles": 0,
+        "numMetadata": 1,
+        "numProtocol": 1,
+        "setTransactions": [],
+        "domainMetadata": [],
+        "metadata": metadata,
+        "protocol": protocol,
+        "allFiles": [],
+    }
+    temp = os.path.join(log_dir, f".engine-crc-{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temp, "w", encoding="utf-8") as out:
+            out.write(json.dumps(checksum, separators=(",", ":")))
+        os.replace(temp, os.path.join(log_dir, f"{0:020d}.crc"))
+    except OSError as exc:
+        log.debug("no checksum for %s: %s", log_dir, exc)
+        with suppress(OSError):
+            os.unlink(temp)
+
+
+_COMMIT_DIRS = ("_staged_commits", "_commits")
+"""Folders of the log that Delta may create empty with a table."""
+
+
+def never_written(path: str) -> bool:
+    """Whether the Delta table at ``path`` certainly holds no rows: a local table whose log is
+    its creating commit alone, adding no file. ``False`` when unsure (not local, a later commit or
+    a checkpoint, a log that cannot be read): the caller then reads the table."""
+    local = local_path(path)
+    if local is None:
+        return False
+    log_dir = os.path.join(local, "_delta_log")
+    try:
+        names = [n for n in os.listdir(log_dir) if not n.startswith(".") and not n.endswith(".crc")]
+        staged = [n for n in names if n in _COMMIT_DIRS and os.path.isdir(os.path.join(log_dir, n))]
+        if any(os.listdir(os.path.join(log_dir, n)) for n in staged):
+            return False
+        if sorted(set(names) - set(staged)) != [f"{0:020d}.json"]:
+            return False
+        with open(os.path.join(log_dir, f"{0:020d}.json"), encoding="utf-8") as commit:
+            return not any(json.loads(line).get("add") for line in commit if line.strip())
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _exclusive_write(path: str, text: str) -> bool:

@@ -143,15 +143,17 @@ def test_the_input_is_scanned_once_whatever_the_sinks_and_forks(runs: Any, shape
 
 
 def test_a_run_of_one_group_runs_a_stated_number_of_spark_jobs(runs: Any) -> None:
-    """One work-unit group, one Delta sink: 14 Spark jobs. The counting pass is 3 (adaptive
-    execution runs the partial counts as a job of their own); the sink 1 (Delta's writer writes its
-    files at staging, the commit at publishing runs no job); the error table the other 10: its
-    staging is 3 (record ids: a window over the rejected rows), the read of the ids it already
-    holds and Delta's snapshots of it (protocol, state, statistics) the rest. Each further sink
-    adds its staging only, and no pass over the input: one job for the second Delta sink, one for
-    the Parquet sink, and one more of Delta's over the error table's state."""
+    """One work-unit group, one Delta sink, a first run: 10 Spark jobs. The counting pass is 3
+    (adaptive execution runs the partial counts as a job of their own); the sink 1 (Delta's writer
+    writes its files at staging); the error table's staging 2 (record ids: a window over the
+    rejected rows); the other 4 are Delta's, committing the batch that creates the sink's table
+    (the checksum it derives lists the files of the table before, empty, with Spark jobs). The
+    error table costs no more: the engine creates it with its checksum, and while it holds no rows
+    there are no ids to read back. Each further sink adds its staging only, and no pass over the
+    input: one job for the second Delta sink, one for the Parquet sink, one of Delta's listing the
+    second new table's (empty) files."""
     jobs = {shape: sum(e.jobs for e in runs[shape][1]) for shape in ("one sink", "three sinks")}
-    assert jobs["one sink"] <= 14
+    assert jobs["one sink"] <= 10
     assert jobs["three sinks"] - jobs["one sink"] == 3
 
 

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from engine.sinks.error_table import RECORD_ID, SCHEMA_VERSION, ErrorTable, record_id, with_record_ids
-from engine.state.delta_table import MetaTable
+from engine.state.delta_table import MetaTable, never_written
 
 V1_DDL = (
     "job STRING, dag STRING, run_id STRING, source STRING, step STRING, reasons ARRAY<STRING>, "
@@ -74,3 +74,28 @@ def test_new_rows_leaves_out_the_ids_the_table_holds(spark: Any, lake: Path) -> 
     )
     batch = spark.createDataFrame([(*ROW, None, "b-1"), (*ROW, None, "b-2"), (*ROW, None, "c-1")], ddl)
     assert sorted(r[RECORD_ID] for r in errors.new_rows(batch).collect()) == ["b-2", "c-1"]
+
+
+def test_a_table_nothing_was_written_to_is_not_read_for_ids(spark: Any, lake: Path) -> None:
+    """While the error table is as the engine created it, staging reads none of it (no Delta
+    snapshot, no scan); once anything was appended, the ids it holds are read again."""
+    path = str(lake / "_errors" / "j")
+    errors = ErrorTable(path)
+    errors.ensure(spark)
+    assert never_written(path)
+    ddl = f"{V1_DDL}, {RECORD_ID} STRING"
+    batch = spark.createDataFrame([(*ROW, None, "a-1")], ddl)
+    assert errors.new_rows(batch) is batch
+    errors.append(batch)
+    assert not never_written(path)
+    assert errors.new_rows(batch).count() == 0
+
+
+def test_never_written_is_sure_or_says_no(spark: Any, lake: Path) -> None:
+    built = str(lake / "built")  # Spark's table builder (an empty _staged_commits folder beside commit 0)
+    MetaTable(spark, built, V1_DDL, version=1, what="error").ensure()
+    assert never_written(built)
+    assert not never_written(str(lake / "missing"))
+    assert not never_written("s3a://bucket/errors")  # not local: unsure, so the table is read
+    spark.createDataFrame([(*ROW, None)], V1_DDL).write.format("delta").mode("overwrite").save(str(lake / "ctas"))
+    assert not never_written(str(lake / "ctas"))  # created with rows in its commit 0

@@ -40,11 +40,13 @@ def test_racing_creators_make_one_table_and_all_check_the_winners(spark: Any, la
         won = list(pool.map(create, range(8)))
     assert won.count(True) == 1
     log = sorted(p.name for p in (lake / "t" / "_delta_log").iterdir())
-    assert log == ["00000000000000000000.json"]  # and no temporary file left
+    assert log == ["00000000000000000000.crc", "00000000000000000000.json"]  # and no temporary file left
     winner = str(won.index(True))
     assert DeltaTable(path).metadata().configuration["who"] == winner
-    lines = [json.loads(line) for line in (lake / "t" / "_delta_log" / log[0]).read_text().splitlines()]
+    lines = [json.loads(line) for line in (lake / "t" / "_delta_log" / log[1]).read_text().splitlines()]
     assert [next(iter(a)) for a in lines] == ["commitInfo", "protocol", "metaData"]
+    checksum = json.loads((lake / "t" / "_delta_log" / log[0]).read_text())
+    assert checksum["metadata"] == lines[2]["metaData"]  # the winner's, not a loser's
     again = LocalMetaTable(spark, path, DDL, version=1, what="test").ensure({"who": "late"})
     assert again.properties["who"] == winner
 
@@ -73,3 +75,36 @@ def test_the_metadata_schemas_parse_in_python_as_spark_parses_them(spark: Any) -
     for ddl in ddls:
         assert _schema(ddl) == StructType.fromDDL(ddl), ddl
     assert _schema("a ARRAY<STRING>, m MAP<STRING, INT>") == StructType.fromDDL("a ARRAY<STRING>, m MAP<STRING, INT>")
+
+
+def test_delta_takes_the_created_table_s_checksum_and_derives_the_next_without_spark_jobs(
+    spark: Any, lake: Path
+) -> None:
+    """Commit 0 comes with its checksum, as Delta writes one for an empty table: Delta's snapshot
+    takes it, and Spark's first append derives the next checksum from it instead of rebuilding
+    the table's state with Spark jobs (as it does when the checksum is missing)."""
+    jvm = spark.sparkContext._jvm
+
+    def created(name: str) -> str:
+        path = str(lake / name)
+        LocalMetaTable(spark, path, DDL, version=1, what="test").ensure()
+        return path
+
+    def append_jobs(path: str) -> int:
+        tracker = spark.sparkContext.statusTracker()
+        spark.sparkContext.setJobGroup(f"append-{Path(path).name}", "test")
+        try:
+            spark.createDataFrame([("a", 1, None)], DDL).write.format("delta").mode("append").save(path)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        return len(tracker.getJobIdsForGroup(f"append-{Path(path).name}"))
+
+    with_crc, without = created("with"), created("without")
+    (lake / "without" / "_delta_log" / "00000000000000000000.crc").unlink()
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, with_crc).unsafeVolatileSnapshot()
+    assert snapshot.version() == 0 and snapshot.checksumOpt().isDefined()
+    assert snapshot.checksumOpt().get().numFiles() == 0
+    assert append_jobs(with_crc) < append_jobs(without)
+    derived = json.loads((lake / "with" / "_delta_log" / "00000000000000000001.crc").read_text())
+    assert derived["numFiles"] == 1
+    assert DeltaTable(with_crc).to_pyarrow_table().num_rows == 1  # delta-rs reads it too
