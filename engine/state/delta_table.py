@@ -397,19 +397,19 @@ def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> 
     log_dir = os.path.join(path, "_delta_log")
     os.makedirs(log_dir, exist_ok=True)
     now = int(time.time() * 1000)
+    protocol: dict[str, Any] = {"minReaderVersion": 1, "minWriterVersion": 2}
+    metadata: dict[str, Any] = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema_json,
+        "partitionColumns": [],
+        "configuration": configuration,
+        "createdTime": now,
+    }
     actions = [
         {"commitInfo": {"timestamp": now, "operation": "CREATE TABLE", "isBlindAppend": True, "engineInfo": "engine"}},
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {
-            "metaData": {
-                "id": str(uuid.uuid4()),
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": schema_json,
-                "partitionColumns": [],
-                "configuration": configuration,
-                "createdTime": now,
-            }
-        },
+        {"protocol": protocol},
+        {"metaData": metadata},
     ]
     text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
     target = os.path.join(log_dir, f"{0:020d}.json")
@@ -426,7 +426,7 @@ def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> 
     finally:
         os.unlink(temp)
     if created:
-        _write_checksum(log_dir, actions[1]["protocol"], actions[2]["metaData"])
+        _write_checksum(log_dir, protocol, metadata)
     return created
 
 
