@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
+from engine.commit.fs import HadoopFs
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -75,9 +77,13 @@ class WrittenFiles:
             list(data["actions"]), data["schema"], data["table_id"], data["metadata"], list(data["partitions"])
         )
 
+    def relative_paths(self) -> list[str]:
+        """Each file's path under the table's directory (an action's path is URI-encoded)."""
+        return [unquote(json.loads(a)["add"]["path"]) for a in self.actions]
+
     def paths(self, table: str) -> list[str]:
-        """The absolute path of each file (an action's path is relative and URI-encoded)."""
-        return [f"{table.rstrip('/')}/{unquote(json.loads(a)['add']['path'])}" for a in self.actions]
+        """The absolute path of each file."""
+        return [f"{table.rstrip('/')}/{rel}" for rel in self.relative_paths()]
 
 
 class _Delta:
@@ -107,6 +113,12 @@ class _Delta:
 
     def transaction(self, table: str) -> Any:
         return self.pkg.DeltaLog.forTable(self.jspark, table).startTransaction()
+
+    def forget(self, table: str) -> None:
+        """Drop Delta's cached log of ``table`` (a scratch directory that is gone)."""
+        self.module(getattr(self.pkg, "DeltaLog$")).invalidateCache(
+            self.jspark, self.jvm.org.apache.hadoop.fs.Path(table)
+        )
 
     def action(self, text: str) -> Any:
         return self.module(getattr(self.pkg.actions, "Action$")).fromJson(text)
@@ -201,10 +213,21 @@ def _scala_map(m: Any) -> dict[str, str]:
 
 
 def write_files(
-    df: DataFrame, table: str, partition_by: list[str], *, mode: str, options: dict[str, str]
+    df: DataFrame,
+    table: str,
+    partition_by: list[str],
+    *,
+    mode: str,
+    options: dict[str, str],
+    scratch: str | None = None,
 ) -> WrittenFiles | None:
     """Write ``df``'s files into ``table``'s directory with Delta's writer, uncommitted; ``None``
-    when this write needs Delta's full writer (see the module's docstring; the log says why)."""
+    when this write needs Delta's full writer (see the module's docstring; the log says why).
+
+    With ``scratch`` (a directory of the batch's own) the files are written there first and moved
+    into the table's directory only once every one is written: a write that fails leaves nothing
+    in the table's directory (Delta's writer leaves the files of the tasks that finished), and
+    ``scratch`` is removed either way."""
     schema = _nullable(json.loads(df.schema.json()))
     why = _needs_full_writer(schema, partition_by, mode=mode, options=options)
     if why is not None:
@@ -223,11 +246,36 @@ def write_files(
     if why is not None:  # (a new table: the session's defaults turned on column mapping, ...)
         log.info("%s: staged as Parquet for Delta's writer: %s", table, why)
         return None
-    actions = [a.json() for a in _scala_list(txn.writeFiles(df._jdf))]
+    actions = (
+        _written(delta, txn, df, table, scratch)
+        if scratch
+        else [a.json() for a in _scala_list(txn.writeFiles(df._jdf))]
+    )
     meta = txn.metadata()
     partitions = [str(c) for c in _scala_list(meta.partitionColumns())]
     table_id, metadata = ("", meta.json()) if new else (str(meta.id()), "")
     return WrittenFiles(actions, str(meta.schemaString()), table_id, metadata, partitions)
+
+
+def _written(delta: _Delta, txn: Any, df: DataFrame, table: str, scratch: str) -> list[str]:
+    """The ``add`` actions of ``df``'s files, written by Delta's writer under ``scratch`` (for
+    ``txn``'s table, as ``txn``'s metadata says) then moved to the same place under ``table``."""
+    fs = HadoopFs(df.sparkSession)
+    fs.delete(scratch, recursive=True)  # what a killed attempt left
+    existed = fs.exists(table)
+    try:
+        writer = delta.transaction(scratch)  # never committed: it only lays the files out
+        writer.updateMetadataForNewTable(txn.metadata())
+        actions = [a.json() for a in _scala_list(writer.writeFiles(df._jdf))]
+        for rel in WrittenFiles(actions, "", "", "", []).relative_paths():
+            fs.rename(f"{scratch}/{rel}", f"{table.rstrip('/')}/{rel}")
+    finally:
+        fs.delete(scratch, recursive=True)
+        fs.delete_if_empty(scratch.rstrip("/").rsplit("/", 1)[0])  # the staging root
+        if not existed:
+            fs.delete_if_empty(table)  # made for the scratch, and nothing was moved there
+        delta.forget(scratch)
+    return actions
 
 
 def _in_table_order(df: DataFrame, table_schema: dict[str, Any]) -> DataFrame:

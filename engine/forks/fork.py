@@ -7,10 +7,12 @@ in the error-table layout, and each named branch the valid records its predicate
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from engine.converters.base import first_line
@@ -60,38 +62,40 @@ class Fork:
 
     def count(self, frame: DataFrame, preds: dict[str, Column]) -> BranchCounts:
         """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
-        sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
-        row = frame.agg(
-            F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums
-        ).first()
+        row = frame.agg(*_tallies(preds)).first()
         assert row is not None
-        values = row.asDict()
-        return BranchCounts(
-            read=values.pop("__read"),
-            dropped=values.pop("__dropped") or 0,
-            by_branch={n: int(v or 0) for n, v in values.items()},
-        )
+        return _branch_counts(row.asDict())
+
+    def observed(self, frame: DataFrame, preds: dict[str, Column], name: str) -> tuple[DataFrame, Observation]:
+        """``frame`` counting every branch, as :meth:`count` does, while the action that reads it
+        runs: the counts are the returned observation's (:meth:`observed_counts`) once that action
+        has read ``frame`` to its end. (Exact for the writes of the built-in sinks: the counts are
+        taken in the action's final stage, which Spark does not run twice.)"""
+        observation = Observation(name)
+        return frame.observe(observation, *_tallies(preds)), observation
+
+    @staticmethod
+    def observed_counts(observation: Observation, *, wait: float = 30.0) -> BranchCounts | None:
+        """The counts :meth:`observed` took; ``None`` if they have not arrived within ``wait``
+        seconds (Spark hands them to a listener once the action has ended)."""
+        if observation._jo is None:
+            return None
+        deadline = time.monotonic() + wait
+        while observation._jo.getRowOrEmpty().isEmpty():  # each call waits 100 ms at most
+            if time.monotonic() > deadline:
+                return None
+        return _branch_counts(dict(observation.get))
 
     def count_by_dataset(self, frame: DataFrame, preds: dict[str, Column], *, only: str) -> dict[str, BranchCounts]:
         """Like :meth:`count`, one row per dataset URN, in one pass. A frame without the dataset
         column holds one dataset, ``only``."""
         if DATASET not in frame.columns:
             return {only: self.count(frame, preds)}
-        sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
-        rows = (
-            frame.groupBy(F.col(DATASET).alias("__dataset"))
-            .agg(F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums)
-            .collect()
-        )
+        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*_tallies(preds)).collect()
         out = {}
         for row in rows:
             values = row.asDict()
-            dataset = values.pop("__dataset")
-            out[dataset] = BranchCounts(
-                read=values.pop("__read"),
-                dropped=values.pop("__dropped") or 0,
-                by_branch={n: int(v or 0) for n, v in values.items()},
-            )
+            out[values.pop("__dataset")] = _branch_counts(values)
         return out
 
     def branch(self, frame: DataFrame, name: str, pred: Column, ctx: ErrorContext) -> DataFrame:
@@ -107,6 +111,22 @@ class Fork:
         place = [F.lit(ctx.job), F.lit(ctx.dag), F.lit(ctx.source), _optional(rows, DATASET), _optional(rows, FILE)]
         identified = with_record_ids(rows, record_id(place, F.col(RECORD), _reasons()))
         return error_rows(identified, ctx, RECORD_ID)
+
+
+def _tallies(preds: dict[str, Column]) -> list[Column]:
+    """The aggregates a count of every branch takes: records read, dropped, and each branch's."""
+    sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
+    return [F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums]
+
+
+def _branch_counts(values: dict[str, Any]) -> BranchCounts:
+    """:func:`_tallies`' values (a sum over no rows is null) as counts."""
+    values = dict(values)
+    return BranchCounts(
+        read=int(values.pop("__read")),
+        dropped=int(values.pop("__dropped") or 0),
+        by_branch={n: int(v or 0) for n, v in values.items()},
+    )
 
 
 def _optional(frame: DataFrame, column: str) -> Column:

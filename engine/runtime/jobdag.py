@@ -5,8 +5,10 @@ and builds and checks the whole chain on an empty frame of that schema: every co
 surfaces there, before any data is read or written. ``run()`` then packs the units into
 multi-work-units; each is read, converted, persisted and counted per dataset as one Spark job
 (the unit of failure; a failed group of several units is retried one unit at a time so one bad
-dataset does not hold others back). The publish policy then decides: under ``full`` any failure
-stages nothing; under ``partial`` the groups that read fine are staged, once per sink. Staged data
+dataset does not hold others back). A run of one group of one dataset has nothing to isolate: it
+counts while its first table sink stages, in that sink's job (:meth:`JobDag._read_staging`). The
+publish policy then decides: under ``full`` any failure stages nothing; under ``partial`` the
+groups that read fine are staged, once per sink. Staged data
 is invisible to readers: the caller publishes it through a commit sequence
 (:mod:`engine.runtime.metadata`), which also advances the committed datasets' watermarks.
 """
@@ -36,7 +38,7 @@ from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
 from engine.runtime.dag import Dag, DagPlan, DagResult, DatasetOutcome
-from engine.runtime.metrics import executor_seconds
+from engine.runtime.metrics import executor_seconds, stages_retried
 from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
@@ -108,6 +110,19 @@ class _Group:
     error: str = ""
     start: datetime = field(default_factory=utcnow)
     end: datetime = field(default_factory=utcnow)
+
+
+@dataclass
+class _ReadStaging:
+    """A group read while a sink staged it: what was read, and that sink's staged output."""
+
+    read: _Group
+    sink: str
+    output: Staged
+
+    @property
+    def staged(self) -> tuple[str, Staged]:
+        return self.sink, self.output
 
 
 class JobDag(Dag[RecordsPlan, RecordsResult]):
@@ -252,12 +267,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         outcomes = [DatasetOutcome(u, Status.EMPTY, u.note) for u in plan.units if u.empty]
         if not groups:
             return self._result(outcomes, {}, run.started)
-        read = self._read_groups(spark, run, groups)
+        first = self._read_staging(spark, run, groups[0]) if len(groups) == 1 else None
+        read = [first.read] if first is not None else self._read_groups(spark, run, groups)
         try:
             on_read(sum(c.read for g in read for c in g.counts.values()))
             if run.stop.is_set():
                 return self.cancelled(plan.units, run.started, run.stop.reason)
-            return self._publish(spark, run, read, outcomes)
+            return self._publish(spark, run, read, outcomes, first.staged if first is not None else None)
         finally:
             for g in read:
                 if g.frame is not None:
@@ -316,6 +332,54 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         _share_costs(group, result, executor_seconds(spark, job_group))
         return result
 
+    def _read_staging(self, spark: SparkSession, run: _Run, group: MultiWorkUnit) -> _ReadStaging | None:
+        """A run of one group of one dataset reads its records, counts them and stages the first
+        sink in one Spark job: the counts are observed while that sink writes (the frame is
+        persisted on the way, for the other sinks and the error table). ``None``: the run is not of
+        that shape, no sink can count while it writes, or the job failed (the caller then reads
+        the usual way, counting first, which names the failure and isolates it as usual)."""
+        sink = self._counting_sink()
+        if sink is None or len(group.units) != 1 or run.stop.is_set():
+            return None
+        job_group = f"{self.run_id}:{self.name}:wu0"
+        with run.scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
+            read, frame = _Group(group), None
+            batch, fs = self._marked(run.batch, [read]), HadoopFs(spark)
+            preds, branch = run.plan.predicates, sink.conf.from_
+            try:
+                frame = self._group_frame(spark, run.plan, group)
+                if self.spec.persist != "NONE":
+                    frame.persist(getattr(StorageLevel, self.spec.persist))
+                observed, observation = self.fork.observed(frame, preds, f"{job_group}:counts")
+                rows = self.fork.branch(with_dataset(observed, group), branch, preds[branch], self.ctx)
+                staged = sink.stage(rows, batch, fs)
+            except Exception as exc:
+                if frame is not None:
+                    frame.unpersist()
+                _discard(sink, batch, fs)
+                why = first_line(exc)
+                log.warning("dag %s: reading into sink %s failed (%s); reading again", self.name, sink.name, why)
+                return None
+            log.info("dag %s: read, counted and staged sink %s in one pass", self.name, sink.name)
+            # A stage run twice may have counted twice: then (or without counts) count the cache.
+            counts = None if stages_retried(spark, job_group) else self.fork.observed_counts(observation)
+            dataset = group.units[0].dataset
+            if counts is None:
+                log.info("dag %s: counting the persisted records: the write's counts may be off", self.name)
+            read.counts = {dataset: counts} if counts else self.fork.count_by_dataset(frame, preds, only=dataset)
+            read.frame = frame
+            read.end = utcnow()
+            _share_costs(group, read, executor_seconds(spark, job_group))
+        return _ReadStaging(read, sink.name, staged)
+
+    def _counting_sink(self) -> Sink | None:
+        """The sink whose staging also reads and counts the records, if one can: of those whose
+        writes read their whole branch in one action, one staged even when its branch is empty,
+        else one of the ``valid`` branch, else the first."""
+        able = [s for s in self.sinks if s.counts_while_staging]
+        ranked = sorted(able, key=lambda s: (not s.conf.stages_empty, s.conf.from_ != "valid"))
+        return ranked[0] if ranked else None
+
     def _group_frame(self, spark: SparkSession, plan: RecordsPlan, group: MultiWorkUnit) -> DataFrame:
         """The group's records through the chain, lazily. A group of one dataset reads without its
         URN per record (nothing to carry and persist); it is :func:`with_dataset` that puts it back."""
@@ -326,9 +390,15 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         return self._chain(read)
 
     def _publish(
-        self, spark: SparkSession, run: _Run, read: list[_Group], outcomes: list[DatasetOutcome]
+        self,
+        spark: SparkSession,
+        run: _Run,
+        read: list[_Group],
+        outcomes: list[DatasetOutcome],
+        first: tuple[str, Staged] | None,
     ) -> RecordsResult:
-        """Apply the publish policy to what was read: roll back, or stage the groups that read fine."""
+        """Apply the publish policy to what was read: roll back, or stage the groups that read fine
+        (``first``: a sink staged while reading)."""
         failed = [g for g in read if g.error]
         if failed and self.spec.publish.policy == "full":
             return self._rolled_back(read, outcomes, run.started)
@@ -337,7 +407,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         written: dict[str, int] = {}
         if ok:
             try:
-                staged, written = self._stage(spark, run.plan, ok, self._marked(run.batch, ok))
+                staged, written = self._stage(spark, run.plan, ok, self._marked(run.batch, ok), first)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
                 return self._staging_failed(run, read, outcomes, exc)
             kill_point("after_staging", self.name)
@@ -376,9 +446,16 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         return self._result(outcomes, {}, run.started, message=message)
 
     def _stage(
-        self, spark: SparkSession, plan: RecordsPlan, ok: list[_Group], batch: BatchRef
+        self,
+        spark: SparkSession,
+        plan: RecordsPlan,
+        ok: list[_Group],
+        batch: BatchRef,
+        first: tuple[str, Staged] | None = None,
     ) -> tuple[list[Staged], dict[str, int]]:
-        """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups."""
+        """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups;
+        ``first``, a sink staged while reading, is kept if its branch holds records or it stages
+        anyway, else discarded."""
         fs = HadoopFs(spark)
         frame = union_groups([(g.group, g.frame) for g in ok if g.frame is not None])
         by_branch: dict[str, int] = {}
@@ -390,7 +467,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         staged = []
         for sink in self.sinks:
             branch = sink.conf.from_
-            if by_branch.get(branch, 0) or sink.conf.stages_empty:
+            wanted = bool(by_branch.get(branch, 0) or sink.conf.stages_empty)
+            if first is not None and first[0] == sink.name:
+                if wanted:
+                    staged.append(first[1])
+                else:
+                    _discard(sink, batch, fs)
+            elif wanted:
                 log.info("dag %s: staging sink %s", self.name, sink.name)
                 staged.append(sink.stage(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx), batch, fs))
             written[sink.name] = by_branch.get(branch, 0)
@@ -471,6 +554,17 @@ def union_groups(frames: list[tuple[MultiWorkUnit, DataFrame]]) -> DataFrame:
     """One frame of several groups' records. Every group's frame must carry the dataset column for
     the union to line up, whether it holds one dataset or several."""
     return reduce(lambda a, b: a.unionByName(b), [with_dataset(f, g) for g, f in frames])
+
+
+def _discard(sink: Sink, batch: BatchRef, fs: HadoopFs) -> None:
+    """What ``sink`` staged of ``batch`` thrown away; if that fails, it stays where no reader looks
+    (the batch's staging, which the next run of the batch writes again)."""
+    try:
+        sink.discard(batch, fs)
+    except Exception as exc:
+        log.warning(
+            "sink %s: what it staged of batch %d stays in its staging: %s", sink.name, batch.number, first_line(exc)
+        )
 
 
 def _share_costs(group: MultiWorkUnit, read: _Group, seconds: float) -> None:

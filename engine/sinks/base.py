@@ -19,6 +19,10 @@ class Sink(ABC):
     branch where no reader sees it yet and returns the commit steps that publish it."""
 
     Conf: ClassVar[type[SinkConf]]
+    counts_while_staging: ClassVar[bool] = False
+    """Whether :meth:`stage` reads its whole branch in one Spark action that writes it (not a
+    ``show`` of its first rows): a run may then count its records while this sink stages them,
+    and :meth:`discard` what it staged if its branch turns out empty or the read fails."""
 
     def __init__(self, conf: SinkConf, *, name: str, key: str) -> None:
         self.conf = conf
@@ -30,6 +34,9 @@ class Sink(ABC):
 
     @abstractmethod
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged: ...
+
+    def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
+        """Throw away, unpublished, whatever :meth:`stage` of ``batch`` wrote (nothing by default)."""
 
     @abstractmethod
     def write(self, df: DataFrame) -> None:

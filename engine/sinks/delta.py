@@ -62,7 +62,7 @@ def stage_delta(
     """Stage ``df`` for one Delta commit to ``table`` (a sink's or the error table's): written by
     Delta's writer if it can be committed as it is, else as Parquet in the batch's staging."""
     base_version = fs.delta_version(table)
-    written = write_files(df, table, partition_by or [], mode=mode, options=options or {})
+    written = write_files(df, table, partition_by or [], mode=mode, options=options or {}, scratch=batch.staging(table))
     staging = None
     if written is None:
         staging = batch.staging(table)

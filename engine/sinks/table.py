@@ -13,11 +13,15 @@ from engine.sinks.conf import TableSinkConf
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from engine.commit.batch import BatchRef
+    from engine.commit.fs import HadoopFs
+
 
 class TableSink(Sink):
     """A sink writing a path with Spark's writer (see :class:`~engine.sinks.conf.TableSinkConf`)."""
 
     conf: TableSinkConf
+    counts_while_staging = True  # Spark's writer, or Delta's, writes the whole branch in one job
 
     def check(self, df: DataFrame) -> None:
         for field, names in (("partition_by", self.conf.partition_by), ("keys", self.conf.keys)):
@@ -28,6 +32,12 @@ class TableSink(Sink):
                     f"which branch `{self.conf.from_}` does not have; columns: {', '.join(df.columns)}",
                     key=f"{self.key}.{field}",
                 )
+
+    def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
+        """Remove the batch's staging directory under the path (its files, or Delta's scratch)."""
+        staging = batch.staging(self.conf.path)
+        fs.delete(staging, recursive=True)
+        fs.delete_if_empty(staging.rsplit("/", 1)[0])  # the staging root
 
     @property
     def _options(self) -> dict[str, str]:
