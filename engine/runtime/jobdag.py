@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -341,7 +342,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         sink = self._counting_sink()
         if sink is None or len(group.units) != 1 or run.stop.is_set():
             return None
-        job_group = f"{self.run_id}:{self.name}:wu0"
+        # A group of its own: the status store's answers (stage attempts, executor time) must be
+        # about this job only, not an earlier run's under the same run id in this SparkContext.
+        job_group = f"{self.run_id}:{self.name}:wu0:{uuid.uuid4().hex[:8]}"
         with run.scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
             read, frame = _Group(group), None
             batch, fs = self._marked(run.batch, [read]), HadoopFs(spark)
