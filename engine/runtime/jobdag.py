@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -342,9 +341,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         sink = self._counting_sink()
         if sink is None or len(group.units) != 1 or run.stop.is_set():
             return None
-        # A group of its own: the status store's answers (stage attempts, executor time) must be
-        # about this job only, not an earlier run's under the same run id in this SparkContext.
-        job_group = f"{self.run_id}:{self.name}:wu0:{uuid.uuid4().hex[:8]}"
+        job_group = f"{self.run_id}:{self.name}:wu0"
+        # Jobs an earlier run under the same run id left in this group (tests, one SparkContext):
+        # the stage-retry check must be about this attempt's jobs only.
+        earlier = set(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group))
         with run.scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
             read, frame = _Group(group), None
             batch, fs = self._marked(run.batch, [read]), HadoopFs(spark)
@@ -365,7 +365,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 return None
             log.info("dag %s: read, counted and staged sink %s in one pass", self.name, sink.name)
             # A stage run twice may have counted twice: then (or without counts) count the cache.
-            counts = None if stages_retried(spark, job_group) else self.fork.observed_counts(observation)
+            retried = stages_retried(spark, job_group, besides=earlier)
+            counts = None if retried else self.fork.observed_counts(observation)
             dataset = group.units[0].dataset
             if counts is None:
                 log.info("dag %s: counting the persisted records: the write's counts may be off", self.name)

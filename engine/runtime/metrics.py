@@ -37,7 +37,7 @@ def executor_seconds(spark: SparkSession, job_group: str) -> float:
     return total_ms / 1000.0
 
 
-def stages_retried(spark: SparkSession, job_group: str) -> bool:
+def stages_retried(spark: SparkSession, job_group: str, *, besides: frozenset[int] | set[int] = frozenset()) -> bool:
     """Whether a stage of a Spark job run under ``job_group`` ran more than once (a lost shuffle
     output makes Spark run a finished stage again); ``True`` when the status store cannot say
     (a job it no longer holds or has not seen end)."""
@@ -49,6 +49,8 @@ def stages_retried(spark: SparkSession, job_group: str) -> bool:
     try:
         store = sc._jsc.sc().statusStore()  # type: ignore[union-attr]
         for job_id in sc.statusTracker().getJobIdsForGroup(job_group):
+            if job_id in besides:
+                continue
             job = store.job(job_id)
             if str(job.status()) == "RUNNING":
                 log.info("job group %s: job %s not seen ending yet", job_group, job_id)
