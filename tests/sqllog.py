@@ -20,6 +20,17 @@ class Execution:
     id: int
     jobs: int
     nodes: list[Node]
+    plan: str = ""
+    """The physical plan as ``explain(mode="formatted")`` prints it: the tree, then each node."""
+
+    def tree_between(self, top: str, bottom: str) -> list[str]:
+        """The lines of the plan's tree from the first naming ``top`` to the next naming ``bottom``."""
+        tree = self.plan.split("\n\n", 1)[0].splitlines()
+        start = next((i for i, line in enumerate(tree) if top in line), None)
+        if start is None:
+            return []
+        end = next((i for i in range(start, len(tree)) if bottom in tree[i]), len(tree) - 1)
+        return tree[start : end + 1]
 
     def writes_to(self, path: Path) -> bool:
         return any(n.name.startswith("Execute InsertInto") and str(path) in n.desc for n in self.nodes)
@@ -55,5 +66,5 @@ class SqlLog:
                     if value.isDefined():
                         metrics[m.name()] = str(value.get())
                 nodes.append(Node(node.name(), node.desc(), metrics))
-            out.append(Execution(e.executionId(), e.jobs().size(), nodes))
+            out.append(Execution(e.executionId(), e.jobs().size(), nodes, str(e.physicalPlanDescription())))
         return out

@@ -2,10 +2,17 @@
 
 Spark's PERMISSIVE readers keep the raw text of a record they could not fit in the corrupt-record
 column and null the fields that did not convert. :func:`corrupt_reason` names those fields: it
-parses the raw text again with every field a STRING (``from_json`` / ``from_csv``) and reports each
-field that is null in the typed row but holds text in the raw one, e.g. ``column `amount` value
-"abc" is not a DECIMAL(12,2)``. The reparse sits behind ``CASE WHEN raw IS NOT NULL``, so only
-corrupt records pay for it (and once each: the reparsed struct is bound to a lambda variable).
+reads each typed field's text out of the raw record again and reports each one that is null in the
+typed row but holds text in the raw one, e.g. ``column `amount` value "abc" is not a
+DECIMAL(12,2)``. A STRING column takes any value, so it is never the one that did not fit.
+
+Every expression here has generated code, so the read, the reason and the converter chain stay one
+whole-stage-generated projection: ``from_json`` and lambdas (``transform``) have none in Spark 4,
+and one of them in that projection costs every record, not only the corrupt ones (issue 20). So a
+JSON field's text comes from ``get_json_object`` (the same text ``from_json`` gives a STRING field;
+of a key given twice, the first value), a CSV field's from ``from_csv`` with the reader's options.
+The reason sits behind ``CASE WHEN raw IS NOT NULL`` and each field's text behind ``typed IS NULL``,
+so only corrupt records pay for it, and only for their null fields.
 """
 
 from __future__ import annotations
@@ -26,30 +33,38 @@ def corrupt_reason(fmt: str, schema: StructType, corrupt: str, options: dict[str
     """The reason of each record whose ``corrupt`` column is set (null for the others)."""
     fields = [f for f in schema.fields if f.name != corrupt]
     raw = F.col(f"`{corrupt}`")
-    texts = _reparse(fmt, raw, fields, options)
-    named = F.element_at(F.transform(F.array(texts), lambda t: _mismatches(t, fields)), 1)
+    texts = _field_texts(fmt, raw, fields, options)
+    parts = [_mismatch(f, texts[f.name]) for f in fields if not isinstance(f.dataType, StringType)]
+    named = F.concat_ws("; ", *parts) if parts else F.lit("")
     fallback = F.lit(f"malformed {fmt.upper()} record: it does not parse")
     return F.when(raw.isNotNull(), F.coalesce(F.nullif(named, F.lit("")), fallback))
 
 
-def _reparse(fmt: str, raw: Column, fields: list[StructField], options: dict[str, str]) -> Column:
-    text_schema = StructType([StructField(f.name, StringType()) for f in fields])
+def _field_texts(fmt: str, raw: Column, fields: list[StructField], options: dict[str, str]) -> dict[str, Column]:
+    """Each field's text in the raw record (null where it has none)."""
     if fmt == "csv":
-        return F.from_csv(raw, F.lit(text_schema.toDDL()), options)
-    return F.from_json(raw, text_schema, options)
+        text_schema = StructType([StructField(f.name, StringType()) for f in fields])
+        parsed = F.from_csv(raw, F.lit(text_schema.toDDL()), options)
+        return {f.name: parsed.getField(f.name) for f in fields}
+    return {f.name: _json_text(raw, f.name, fields, options) for f in fields}
 
 
-def _mismatches(texts: Column, fields: list[StructField]) -> Column:
-    """``column `a` value "x" is not a INT; ...`` for each field the typed row lost."""
-    parts = []
-    for f in fields:
-        text = texts.getField(f.name)
-        shown = F.when(
-            F.length(text) > SHOWN_CHARS, F.concat(F.substring(text, 1, SHOWN_CHARS), F.lit("..."))
-        ).otherwise(text)
-        why = F.concat(F.lit(f'column `{f.name}` value "'), shown, F.lit(f'" is not {_type_name(f)}'))
-        parts.append(F.when(F.col(f"`{f.name}`").isNull() & text.isNotNull(), why))
-    return F.concat_ws("; ", *parts)
+def _json_text(raw: Column, name: str, fields: list[StructField], options: dict[str, str]) -> Column:
+    """``get_json_object`` reaches a key by a path ``$['key']``, which cannot hold a quote: such a
+    key is read with ``from_json`` (no generated code, so only such schemas pay for it)."""
+    if "'" not in name:
+        return F.get_json_object(raw, f"$['{name}']")
+    text_schema = StructType([StructField(f.name, StringType()) for f in fields])
+    return F.from_json(raw, text_schema, options).getField(name)
+
+
+def _mismatch(field: StructField, text: Column) -> Column:
+    """``column `a` value "x" is not an INT`` when the typed row lost the field's text."""
+    shown = F.when(F.length(text) > SHOWN_CHARS, F.concat(F.substring(text, 1, SHOWN_CHARS), F.lit("..."))).otherwise(
+        text
+    )
+    why = F.concat(F.lit(f'column `{field.name}` value "'), shown, F.lit(f'" is not {_type_name(field)}'))
+    return F.when(F.col(f"`{field.name}`").isNull() & text.isNotNull(), why)
 
 
 def _type_name(field: StructField) -> str:
