@@ -95,6 +95,51 @@ def test_an_existing_table_gets_the_files_or_is_replaced_by_them(spark: Any, tmp
     assert again == "held" and ids(table) == expected
 
 
+def jobs_of(spark: Any, group: str, action: Any) -> tuple[Any, int]:
+    """``action()``'s result and the number of Spark jobs it ran."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        out = action()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return out, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+@pytest.mark.parametrize("checksum", ["kept", "deleted"])
+def test_whether_a_table_holds_a_batch_is_read_from_its_checksum_file_without_a_spark_job(
+    spark: Any, tmp_path: Path, checksum: str
+) -> None:
+    """Delta's ``txnVersion`` builds the table's state with Spark jobs on every commit; the checksum
+    file of the version read lists the same transactions. Without that file, Delta's answer."""
+    table = tmp_path / "t"
+    orders(spark, 0, 3).write.format("delta").save(str(table))
+
+    def staged(batch: int) -> WrittenFiles:
+        written = write_files(orders(spark, batch * 10, batch * 10 + 2), str(table), [], mode="append", options={})
+        assert written is not None
+        return written
+
+    def commit(written: WrittenFiles, batch: int, app: str = APP) -> str:
+        return commit_files(
+            spark, str(table), written, mode="append", app_id=app, batch=batch, partition_by=[], user_metadata=""
+        )
+
+    assert (commit(staged(1), 1), commit(staged(5), 5, app="engine:other")) == ("committed", "committed")
+    if checksum == "deleted":
+        (table / "_delta_log" / f"{DeltaTable(str(table)).version():020d}.crc").unlink()
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # its snapshot read the file
+    again, older = staged(1), staged(4)
+
+    def both() -> list[str]:
+        return [commit(again, 1), commit(older, 4, app="engine:other")]
+
+    verdicts, jobs = jobs_of(spark, f"held-{checksum}", both)
+    assert verdicts == ["held", "held"]  # batch 1 of APP, and 4 < 5 of the other application
+    assert (jobs == 0) == (checksum == "kept")
+    assert commit(staged(2), 2) == "committed"
+    assert ids(table) == [0, 1, 2, 10, 11, 20, 21, 50, 51]
+
+
 @pytest.mark.parametrize(
     ("why", "frame", "mode", "options"),
     [
