@@ -47,14 +47,15 @@ class Fork:
         self.branches = branches
         self.key = key
 
-    def predicates(self, frame: DataFrame) -> dict[str, Column]:
-        """Each branch's predicate over the finalized frame, checked against its schema."""
+    def predicates(self, frame: DataFrame | None) -> dict[str, Column]:
+        """Each branch's predicate over the finalized frame, checked against its schema (unchecked
+        without ``frame``: a check of the same chain passed before)."""
         valid = ~is_rejected() & ~F.col(DROPPED)
         preds = {"valid": valid, "error": is_rejected()}
         for name, sql in self.branches.items():
             key = f"{self.key}.forks.{name}"
             try:  # analyse now, not mid-write; a non-boolean one is not cast
-                pred = boolean(frame, sql, key=key, what=f"branch `{name}`")
+                pred = F.expr(sql) if frame is None else boolean(frame, sql, key=key, what=f"branch `{name}`")
             except AnalysisException as exc:
                 raise ConfigError(f"branch `{name}`: {first_line(exc)}", key=key) from exc
             preds[name] = valid & F.coalesce(pred, F.lit(False))

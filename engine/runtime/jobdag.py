@@ -186,9 +186,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         the chain. In validate mode nothing is listed or read: a schema that would need a Spark
         job to infer is skipped and SQL only parsed, or the chain checked over a declared schema (as
         it is when some of ``inputs_may_not_exist``, the input paths an upstream DAG writes, are among
-        the inputs: the source still checks the others, and what needs no input at all). A run with
-        nothing to read skips the check when one with the same key passed before
-        (:mod:`engine.runtime.chainkey`)."""
+        the inputs: the source still checks the others, and what needs no input at all). A run skips
+        the check when one with the same key passed before (:mod:`engine.runtime.chainkey`); with
+        nothing to read, it then reads no schema either."""
         settings = sql_settings(spark) if ctx is not None and not validate_only else []  # before any read
         self.source.check(spark, not_yet=inputs_may_not_exist)
         if validate_only and (inputs_may_not_exist or self._needs_inference()):
@@ -216,8 +216,11 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         if ctx is None or validate_only:
             return RecordsPlan(units=units, schema=schema, predicates=self._check_chain(spark, schema))
         key = key or chain_key(settings, self.spec, schema.json())
-        if idle and not pins and key == checked:
-            return self._checked_before(units)
+        if not pins and key == checked:
+            if idle:
+                return self._checked_before(units)
+            log.info("dag %s: its chain passed this check before: not checked again", self.name)
+            return RecordsPlan(units=units, schema=schema, predicates=self.fork.predicates(None))
         predicates = self._check_chain(spark, schema)
         for fingerprint, ddl in pins:
             ctx.pin_schema(fingerprint, ddl)

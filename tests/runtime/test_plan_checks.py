@@ -226,6 +226,34 @@ def test_a_run_with_nothing_to_read_skips_a_check_that_passed_but_never_a_change
     assert spark.read.format("delta").load(str(lake / "flights")).count() == 2
 
 
+def test_a_run_with_new_data_skips_a_check_that_passed_and_still_checks_a_changed_one(spark: Any, lake: Path) -> None:
+    """New data does not change what the check depends on: the next run reads it without checking
+    the chain again (seconds on a fresh JVM), and its records meet every step and branch all the
+    same. A mistake made since fails the next run before anything is written."""
+    inbox = lake.parent / "in"
+    write_jsonl(inbox / "a.json", FLIGHTS)  # type: ignore[arg-type]
+    jobs = lake.parent / "jobs"
+    flights_job(jobs, inbox)
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert (code, summary["sinks"]) == (0, {"flights.lake": 2, "flights.late": 1}), said[-3000:]
+    assert "passed this check before" not in said
+
+    more = [{**f, "id": f["id"] + 10, "arr_delay": 90} for f in FLIGHTS] + [{"carrier": "AA", "arr_delay": 1}]
+    write_jsonl(inbox / "b.json", more)  # type: ignore[arg-type]
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert (code, summary["sinks"], summary["errors"]) == (0, {"flights.lake": 2, "flights.late": 2}, 1), said[-3000:]
+    assert "dag flights: its chain passed this check before: not checked again" in said
+    late = spark.read.parquet(str(lake / "late")).select("id").collect()
+    assert sorted(r.id for r in late) == [1, 11, 12]  # the fork, unchecked, still decides
+
+    write_jsonl(inbox / "c.json", FLIGHTS)  # type: ignore[arg-type]
+    flights_job(jobs, inbox, fork='"arr_delay >> 60"')
+    code, summary, said = run_cli(jobs, "job=t/flights", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert "key `job.forks.late`" in summary["message"]
+    assert spark.read.format("delta").load(str(lake / "flights")).count() == 4
+
+
 def test_an_idle_run_over_an_inferred_schema_skips_the_check_by_the_pinned_schema(spark: Any, lake: Path) -> None:
     """Without a declared schema the key holds the pinned schema: an idle run skips the check, and
     a mistake made since still fails it."""
