@@ -32,30 +32,36 @@ SHOWN_CHARS = 200
 def corrupt_reason(fmt: str, schema: StructType, corrupt: str, options: dict[str, str]) -> Column:
     """The reason of each record whose ``corrupt`` column is set (null for the others)."""
     fields = [f for f in schema.fields if f.name != corrupt]
+    checked = [f for f in fields if not isinstance(f.dataType, StringType)]
     raw = F.col(f"`{corrupt}`")
-    texts = _field_texts(fmt, raw, fields, options)
-    parts = [_mismatch(f, texts[f.name]) for f in fields if not isinstance(f.dataType, StringType)]
+    texts = _field_texts(fmt, raw, fields, checked, options)
+    parts = [_mismatch(f, texts[f.name]) for f in checked]
     named = F.concat_ws("; ", *parts) if parts else F.lit("")
     fallback = F.lit(f"malformed {fmt.upper()} record: it does not parse")
     return F.when(raw.isNotNull(), F.coalesce(F.nullif(named, F.lit("")), fallback))
 
 
-def _field_texts(fmt: str, raw: Column, fields: list[StructField], options: dict[str, str]) -> dict[str, Column]:
-    """Each field's text in the raw record (null where it has none)."""
-    if fmt == "csv":
-        text_schema = StructType([StructField(f.name, StringType()) for f in fields])
-        parsed = F.from_csv(raw, F.lit(text_schema.toDDL()), options)
-        return {f.name: parsed.getField(f.name) for f in fields}
-    return {f.name: _json_text(raw, f.name, fields, options) for f in fields}
+def _field_texts(
+    fmt: str, raw: Column, fields: list[StructField], checked: list[StructField], options: dict[str, str]
+) -> dict[str, Column]:
+    """The text of each ``checked`` field in the raw record (null where it has none). A CSV record
+    is split by position, so its text schema holds every one of ``fields``.
 
-
-def _json_text(raw: Column, name: str, fields: list[StructField], options: dict[str, str]) -> Column:
-    """``get_json_object`` reaches a key by a path ``$['key']``, which cannot hold a quote: such a
+    ``get_json_object`` reaches a key by a path ``$['key']``, which cannot hold a quote: such a
     key is read with ``from_json`` (no generated code, so only such schemas pay for it)."""
-    if "'" not in name:
-        return F.get_json_object(raw, f"$['{name}']")
-    text_schema = StructType([StructField(f.name, StringType()) for f in fields])
-    return F.from_json(raw, text_schema, options).getField(name)
+    if fmt == "csv":
+        parsed = F.from_csv(raw, F.lit(_text_schema(fields).toDDL()), options)
+        return {f.name: parsed.getField(f.name) for f in checked}
+    return {
+        f.name: F.get_json_object(raw, f"$['{f.name}']")
+        if "'" not in f.name
+        else F.from_json(raw, _text_schema(checked), options).getField(f.name)
+        for f in checked
+    }
+
+
+def _text_schema(fields: list[StructField]) -> StructType:
+    return StructType([StructField(f.name, StringType()) for f in fields])
 
 
 def _mismatch(field: StructField, text: Column) -> Column:
