@@ -25,7 +25,10 @@ DROPPED = "__engine_dropped"
 FILE = "__engine_file"
 """The file each record was read from (``""`` for sources that read no files): taken at the read,
 where Spark still knows it, so that a rejected record's id in the error table can name its place."""
-INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE)
+PACKED = "__engine_internals"
+"""The persisted frame's one column for :data:`ERRORS`, :data:`RECORD`, :data:`FILE` and
+:data:`DROPPED`: null for a record that is neither rejected nor dropped (:func:`packed`)."""
+INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE, PACKED)
 READ_STEP = "read"
 
 
@@ -77,3 +80,31 @@ def finalize(df: DataFrame) -> DataFrame:
     record = F.when(is_rejected(), F.coalesce(F.col(RAW), F.to_json(F.col(SOURCE), {"ignoreNullFields": "false"})))
     out = df.withColumn(RECORD, record).drop(SOURCE, RAW)
     return out.withColumn(FILE, F.when(is_rejected(), F.col(FILE))) if FILE in df.columns else out
+
+
+def packed(df: DataFrame) -> DataFrame:
+    """``df`` (finalized) as it is persisted: the engine's columns in one struct, null for a record
+    that is neither rejected nor dropped. A valid record then stores one null, not an empty array,
+    a null record, a null file and ``false`` (a cache stores every column it is given, constant or
+    not). :func:`unpacked` gives the same columns back."""
+    inside = [c for c in _PACKABLE if c in df.columns]
+    if not inside:
+        return df
+    kept = [F.col(f"`{c}`") for c in df.columns if c not in inside]
+    return df.select(*kept, F.when(is_rejected() | F.col(DROPPED), F.struct(*inside)).alias(PACKED))
+
+
+def unpacked(df: DataFrame) -> DataFrame:
+    """The columns of the frame :func:`packed` persisted, read lazily from its struct."""
+    if PACKED not in df.columns:
+        return df
+    inside = F.col(PACKED)
+    names = {field.name for field in df.schema[PACKED].dataType.fields}  # type: ignore[attr-defined]
+    empty = {ERRORS: F.array().cast(_ERRORS_TYPE), DROPPED: F.lit(False)}
+    restored = [
+        (F.coalesce(inside[c], empty[c]) if c in empty else inside[c]).alias(c) for c in _PACKABLE if c in names
+    ]
+    return df.select(*[F.col(f"`{c}`") for c in df.columns if c != PACKED], *restored)
+
+
+_PACKABLE = (ERRORS, DROPPED, FILE, RECORD)

@@ -33,7 +33,7 @@ from engine.commit.fs import HadoopFs
 from engine.commit.killpoints import kill_point
 from engine.commit.steps import user_metadata
 from engine.converters.base import Converter, first_line
-from engine.converters.frame import DATASET, finalize, to_frame
+from engine.converters.frame import DATASET, finalize, packed, to_frame, unpacked
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
@@ -106,6 +106,7 @@ class _Group:
 
     group: MultiWorkUnit
     frame: DataFrame | None = None
+    cached: DataFrame | None = None  # what is persisted of ``frame`` (packed), to unpersist
     counts: dict[str, BranchCounts] = field(default_factory=dict)
     error: str = ""
     start: datetime = field(default_factory=utcnow)
@@ -279,8 +280,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             return self._publish(spark, run, read, outcomes, first.staged if first is not None else None)
         finally:
             for g in read:
-                if g.frame is not None:
-                    g.frame.unpersist()
+                if g.cached is not None:
+                    g.cached.unpersist()
 
     def _read_groups(self, spark: SparkSession, run: _Run, groups: list[MultiWorkUnit]) -> list[_Group]:
         workers = min(len(groups), self.spec.work_units.parallelism)
@@ -311,16 +312,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         if run.stop.is_set():
             result.error = f"not read: {run.stop.reason}"
             return result
-        frame: DataFrame | None = None
         try:
-            frame = self._group_frame(spark, run.plan, group)
-            if self.spec.persist != "NONE":
-                frame.persist(getattr(StorageLevel, self.spec.persist))
-            result.counts = self.fork.count_by_dataset(frame, run.plan.predicates, only=group.units[0].dataset)
-            result.frame = frame
+            result.frame, result.cached = self._persisted(self._group_frame(spark, run.plan, group))
+            result.counts = self.fork.count_by_dataset(result.frame, run.plan.predicates, only=group.units[0].dataset)
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
-            if frame is not None:
-                frame.unpersist()
+            if result.cached is not None:
+                result.cached.unpersist()
+            result.frame = result.cached = None
             if self.source.skip_unreadable(exc, group.units):  # it dropped the file(s) it cannot read
                 return self._read_scoped(spark, run, group, job_group)
             result.error = first_line(exc) + self.source.read_hint(exc)
@@ -349,19 +347,17 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         # the stage-retry check must be about this attempt's jobs only.
         earlier = set(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group))
         with run.scope.entered(spark.sparkContext, job_group, f"{self.job}/{self.name} {group.datasets[:3]}"):
-            read, frame = _Group(group), None
+            read = _Group(group)
             batch, fs = self._marked(run.batch, [read]), HadoopFs(spark)
             preds, branch = run.plan.predicates, sink.conf.from_
             try:
-                frame = self._group_frame(spark, run.plan, group)
-                if self.spec.persist != "NONE":
-                    frame.persist(getattr(StorageLevel, self.spec.persist))
+                frame, read.cached = self._persisted(self._group_frame(spark, run.plan, group))
                 observed, observation = self.fork.observed(frame, preds, f"{job_group}:counts")
                 rows = self.fork.branch(with_dataset(observed, group), branch, preds[branch], self.ctx)
                 staged = sink.stage(rows, batch, fs)
             except Exception as exc:
-                if frame is not None:
-                    frame.unpersist()
+                if read.cached is not None:
+                    read.cached.unpersist()
                 _discard(sink, batch, fs)
                 why = first_line(exc)
                 log.warning("dag %s: reading into sink %s failed (%s); reading again", self.name, sink.name, why)
@@ -386,6 +382,14 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         able = [s for s in self.sinks if s.counts_while_staging]
         ranked = sorted(able, key=lambda s: (not s.conf.stages_empty, s.conf.from_ != "valid"))
         return ranked[0] if ranked else None
+
+    def _persisted(self, frame: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+        """``frame`` read from the cache the spec's ``persist`` level keeps (:func:`packed`: a valid
+        record's engine columns cost one null there), and that cache; without ``persist``, as is."""
+        if self.spec.persist == "NONE":
+            return frame, None
+        cached = packed(frame).persist(getattr(StorageLevel, self.spec.persist))
+        return unpacked(cached), cached
 
     def _group_frame(self, spark: SparkSession, plan: RecordsPlan, group: MultiWorkUnit) -> DataFrame:
         """The group's records through the chain, lazily. A group of one dataset reads without its
