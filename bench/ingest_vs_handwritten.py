@@ -466,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     rps = {side: statistics.median(args.records / s for s in secs[side]) for side in secs}
     ratio = rps["engine"] / rps["hand"]
     cpu = {side: [r.own_cpu for r in timed_rounds if r.side == side] for side in ("engine", "hand")}
-    cpu_median = {side: statistics.median(c or 0.0 for c in cpu[side]) for side in cpu}
-    cpu_ratio = cpu_median["hand"] / cpu_median["engine"] if cpu_median["engine"] else None
+    read = {side: [c for c in cpu[side] if c is not None] for side in cpu}  # a reading can fail (a child ending)
+    cpu_median = {side: statistics.median(read[side]) if read[side] else 0.0 for side in cpu}
+    cpu_ratio = cpu_median["hand"] / cpu_median["engine"] if cpu_median["engine"] and cpu_median["hand"] else None
 
     other = [r.other_cpu for r in timed_rounds]
     busy = sum(o or 0.0 for o in other)
@@ -501,8 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": round(ratio, 3),
         "valid": expected[0],
         "errors": expected[1],
-        "engine_cpu_seconds": [round(c or 0.0, 1) for c in cpu["engine"]],
-        "hand_cpu_seconds": [round(c or 0.0, 1) for c in cpu["hand"]],
+        "engine_cpu_seconds": [None if c is None else round(c, 1) for c in cpu["engine"]],
+        "hand_cpu_seconds": [None if c is None else round(c, 1) for c in cpu["hand"]],
         "cpu_ratio": None if cpu_ratio is None else round(cpu_ratio, 3),
         "counts_match": ok,
         "other_cpu_seconds": None if None in other else [round(o or 0.0, 1) for o in other],
