@@ -2,7 +2,7 @@
 
 Run from the repository root (after ``bash scripts/bootstrap.sh``)::
 
-    .venv/bin/python bench/fixed_cost.py              # 3 alternating rounds (~5 min)
+    .venv/bin/python bench/fixed_cost.py              # 3 alternating rounds (~7 min)
     .venv/bin/python bench/fixed_cost.py --rounds 6
 
 Each round times three whole processes, one after the other, each started by ``spark-submit.sh``
@@ -16,15 +16,19 @@ Each round times three whole processes, one after the other, each started by ``s
   publishes them;
 - ``hand``: the demo's work written by hand in PySpark (``bench/handwritten_demo.py``: the same read,
   checks, dedupe and writes, none of the engine's state or commit log) on a fresh warehouse,
-  submitted the same way: what a first run costs without the engine on the same cold JVM.
+  submitted the same way: what a first run costs without the engine on the same cold JVM;
+- ``floor``: the least a first run can do (``bench/minimal_delta_app.py``: read the demo's records,
+  append them to a new Delta table, nothing else), submitted the same way: what one Delta write
+  costs on a cold JVM, which no first run on this platform can go under.
 
 ``spark-submit.sh`` starts the driver JVM on the class archive ``scripts/bootstrap.sh`` trained
-(``.cache/cds/``); the bench says whether it is there. ``--compare-cds`` also times each of the three
+(``.cache/cds/``); the bench says whether it is there. ``--compare-cds`` also times the first three
 with ``ENGINE_CDS=off`` in the same rounds, to show what the archive saves.
 
 Goals: ``nothing - empty <= 1.5 s`` and ``first - empty <= 4 s``, medians of the rounds; the bench
-also prints ``first / hand``. Every run must exit 0 and each first run's Delta table, the engine's
-and the hand-written one's (read back with ``deltalake``), must hold the demo's valid records.
+also prints ``first / hand`` and how far over the floor the first run is. Every run must exit 0;
+each first run's Delta table, the engine's and the hand-written one's (read back with
+``deltalake``), must hold the demo's valid records, and the floor's all 48 of them.
 The last line on stdout is a one-line JSON of the figures. Exit code: 0 ok, 1 a run failed or wrote something else.
 """
 
@@ -47,6 +51,8 @@ GOALS = {"nothing": 1.5, "first": 4.0}
 """Seconds over the empty application each may take."""
 DEMO_VALID = 40
 """Rows of the demo's Delta table after its first run (jobs/demo/data/orders.json, deduplicated)."""
+DEMO_RECORDS = 48
+"""Lines of jobs/demo/data/orders.json: the rows the floor (``bench/minimal_delta_app.py``) appends."""
 
 
 def submit(args: list[str], *, env: dict[str, str] | None = None) -> tuple[float, int, str]:
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="engine-fixed-cost-"))
     empty_env = {"ENGINE_APP": str(ROOT / "bench" / "empty_app.py")}
     hand_env = {"ENGINE_APP": str(ROOT / "bench" / "handwritten_demo.py")}
+    floor_env = {"ENGINE_APP": str(ROOT / "bench" / "minimal_delta_app.py")}
     kept = work / "kept"  # the warehouse the "nothing to do" runs find already up to date
 
     def demo(warehouse: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
@@ -109,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                 "hand": lambda fresh=fresh: submit(  # type: ignore[misc]
                     [str(work / f"{fresh.name}-hand")], env=hand_env
                 ),
+                "floor": lambda fresh=fresh: submit(  # type: ignore[misc]
+                    [str(work / f"{fresh.name}-floor")], env=floor_env
+                ),
             }
             if args.compare_cds:
                 runs.update(
@@ -128,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
                 if (made / "orders").exists() and (rows := delta_rows(made / "orders")) != DEMO_VALID:
                     failures.append(f"round {n}: the first run's table holds {rows} rows, not {DEMO_VALID}")
                 shutil.rmtree(made, ignore_errors=True)
+            floor = work / f"{fresh.name}-floor"
+            if (rows := delta_rows(floor / "orders")) != DEMO_RECORDS:
+                failures.append(f"round {n}: the floor's table holds {rows} rows, not {DEMO_RECORDS}")
+            shutil.rmtree(floor, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -141,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     by_hand = median["first"] / median["hand"]
     print(f"median first    {median['first']:6.2f}s = hand-written first run {median['hand']:.2f}s x {by_hand:.2f}")
+    floor_over = median["floor"] - median["empty"]
+    print(
+        f"median floor    {median['floor']:6.2f}s = empty {median['empty']:.2f}s + {floor_over:.2f}s "
+        f"(one Delta append on a cold JVM); first run = floor + {median['first'] - median['floor']:.2f}s"
+    )
     saved = {w: median[f"{w}-nocds"] / median[w] for w in ("empty", "nothing", "first") if f"{w}-nocds" in median}
     for what, ratio in saved.items():
         print(f"median {what:<8} without the class archive {median[f'{what}-nocds']:6.2f}s: {ratio:.2f}x slower")
@@ -151,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         **{f"{what.replace('-', '_')}_seconds": [round(s, 2) for s in t] for what, t in times.items()},
         **{f"{what}_over_empty": round(over[what], 2) for what in GOALS},
         "first_over_hand": round(by_hand, 2),
+        "floor_over_empty": round(floor_over, 2),
+        "first_over_floor": round(median["first"] - median["floor"], 2),
         **{f"{what}_nocds_over_cds": round(ratio, 2) for what, ratio in saved.items()},
         "runs_ok": not failures,
     }
