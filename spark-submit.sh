@@ -10,6 +10,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bash "$root/scripts/bootstrap.sh"
 venv="$root/.venv"
+# The master key's commands need no job and no JVM (engine/config/secrets.py).
+for arg in "$@"; do
+  case "$arg" in
+    mode=new_key|mode=encrypt) PYTHONPATH="$root" exec "$venv/bin/python" "$root/main.py" "$arg" ;;
+  esac
+done
 
 spark_opts=()
 hydra_args=()

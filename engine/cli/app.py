@@ -15,6 +15,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, NoReturn
 
@@ -22,6 +23,7 @@ from engine import hooks
 from engine.cli.progress import table
 from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
+from engine.config.secrets import Secrets, key_command
 from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
 from engine.runtime.stop import Stop
 from engine.state.status import Status, multirun_outcome
@@ -30,6 +32,9 @@ log = logging.getLogger("engine")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    args = sys.argv[1:] if argv is None else argv
+    if (done := key_command(args)) is not None:  # mode=new_key, mode=encrypt: no job, no Spark
+        sys.exit(done)
     runs: list[dict[str, Any]] = []
     with graceful_stop(Stop()) as stop:
 
@@ -39,7 +44,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
             return run_task(app, stop, on_summary=keep)
 
-        code = compose_and_run(sys.argv[1:] if argv is None else argv, task)
+        code = compose_and_run(args, task)
     if code and not runs:  # Hydra refused the command line and has said why on stderr
         message = "the command line or the config could not be composed (see the message above)"
         print(json.dumps({"status": Status.CONFIG_ERROR, "message": message}), flush=True)
@@ -75,10 +80,14 @@ def run_task(
     run_id = new_run_id()
     job = app.job_choice or "?"
     stop = stop or Stop()
-    try:
-        summary, code = _outcome(app, run_id, job, stop)
-    except Exception as exc:  # an unexpected failure too ends in one message and a summary
-        summary, code = _failure(exc, app, run_id, job, debug)
+    secrets = Secrets()
+    with secrets.masking_logs():
+        try:
+            app = replace(app, data=secrets.reveal(app.data))  # ENC(...) values
+            summary, code = _outcome(app, run_id, job, stop, secrets)
+        except Exception as exc:  # an unexpected failure too ends in one message and a summary
+            summary, code = _failure(exc, app, run_id, job, debug, secrets)
+    summary = secrets.mask(summary)
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
     if summary.get("dags") and isinstance(summary["dags"][0], dict) and app.data.get("progress") != "off":
         print(table(summary), flush=True)
@@ -92,24 +101,26 @@ def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-def _outcome(app: AppConfig, run_id: str, job: str, stop: Stop) -> tuple[dict[str, Any], int]:
+def _outcome(app: AppConfig, run_id: str, job: str, stop: Stop, secrets: Secrets) -> tuple[dict[str, Any], int]:
     """The summary of a run that raised nothing, and its exit code."""
     if stop.is_set():  # a multirun asked to stop starts no further run
         summary = {"run_id": run_id, "job": job, "status": Status.CANCELLED, "message": stop.reason}
     else:
         with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
-            summary = _execute(app, run_id, stop)
+            summary = _execute(app, run_id, stop, secrets.mask)
     code = EXIT_OK if Status.of(summary["status"]).ok else EXIT_JOB_FAILED
     if summary["status"] == Status.CANCELLED:
         code = EXIT_SIGNALLED + (stop.signum or 15)
     return summary, code
 
 
-def _failure(exc: Exception, app: AppConfig, run_id: str, job: str, debug: bool) -> tuple[dict[str, Any], int]:
-    """The summary of a run that raised ``exc`` (reported on stderr), and its exit code."""
+def _failure(
+    exc: Exception, app: AppConfig, run_id: str, job: str, debug: bool, secrets: Secrets
+) -> tuple[dict[str, Any], int]:
+    """The summary of a run that raised ``exc`` (reported on stderr, masked), and its exit code."""
     if isinstance(exc, ConfigError):
         exc.in_file(app.job_file)
-    _report(exc, debug)
+    _report(exc, debug, secrets)
     if not isinstance(exc, EngineError):
         first = str(exc).strip().splitlines()[0]
         return {"run_id": run_id, "job": job, "status": Status.FAILED, "message": first}, EXIT_JOB_FAILED
@@ -123,18 +134,18 @@ def _failure(exc: Exception, app: AppConfig, run_id: str, job: str, debug: bool)
     return {"run_id": run_id, "job": job, "status": status, "message": str(exc)}, exc.exit_code
 
 
-def _execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
+def _execute(app: AppConfig, run_id: str, stop: Stop, mask: Callable[[str], str]) -> dict[str, Any]:
     """The run's mode, by its handler (:data:`engine.cli.modes.HANDLERS`)."""
     from engine.cli.modes import execute
 
-    return execute(app, run_id, stop)
+    return execute(app, run_id, stop, mask)
 
 
-def _report(exc: BaseException, debug: bool) -> None:
+def _report(exc: BaseException, debug: bool, secrets: Secrets) -> None:
     if debug:
-        traceback.print_exception(exc, file=sys.stderr)
+        print(secrets.mask("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
     kind = "config error" if isinstance(exc, ConfigError) else "error"
-    print(f"{kind}: {exc}", file=sys.stderr, flush=True)
+    print(secrets.mask(f"{kind}: {exc}"), file=sys.stderr, flush=True)
 
 
 def _configure_logging(debug: bool) -> None:

@@ -37,6 +37,7 @@ from typing import NoReturn
 import engine
 from engine.config.app import conf_dir, packaged_file
 from engine.config.jobs_source import jobs_root
+from engine.config.secrets import key_command
 
 __all__ = ["main", "split_args"]
 
@@ -255,8 +256,11 @@ def _ignore_stop_signals() -> None:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    args = sys.argv[1:] if argv is None else argv
+    if (done := key_command(args)) is not None:  # mode=new_key, mode=encrypt: no job, no JVM
+        sys.exit(done)
     cache = cache_dir()
-    cmd = command(sys.argv[1:] if argv is None else argv, cache)
+    cmd = command(args, cache)
     env = _env({"ENGINE_WRAPPER_PID": str(os.getpid()), **({"ENGINE_TTY": "1"} if sys.stdout.isatty() else {})})
     # The driver imports the engine from the --py-files zip (spark-submit puts it first on the
     # path), where no data file is: it gets the installed package's conf/ and this jobs/ by name.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,12 +44,14 @@ class Run:
     stop: Stop
     warehouse: str
     """Absolute (a local path resolved against the working directory)."""
+    mask: Callable[[str], str] = lambda text: text
+    """Hides the secrets the run decrypted in what it stores (:class:`engine.config.secrets.Secrets`)."""
 
     @cached_property
     def metadata(self) -> DeltaMetadataStore:
         from engine.state.delta_store import DeltaMetadataStore
 
-        return DeltaMetadataStore(self.spark, f"{self.warehouse}/_engine")
+        return DeltaMetadataStore(self.spark, f"{self.warehouse}/_engine", mask=self.mask)
 
     @cached_property
     def lease(self) -> Lease:
@@ -72,10 +74,11 @@ class Run:
         return {d.name: d.publish.max_attempts for d in self.spec.dags}
 
 
-def execute(app: AppConfig, run_id: str, stop: Stop) -> dict[str, Any]:
-    """Validate the application config, compile the job, start Spark and run the mode's handler."""
+def execute(app: AppConfig, run_id: str, stop: Stop, mask: Callable[[str], str] = lambda text: text) -> dict[str, Any]:
+    """Validate the application config, compile the job, start Spark and run the mode's handler;
+    ``mask`` hides the run's decrypted secrets in the messages it stores."""
     conf = app_conf(app.data)
-    run = _start(app, conf, run_id, stop)
+    run = replace(_start(app, conf, run_id, stop), mask=mask)
     log.info("job %s compiled: %d dag(s); run %s", run.spec.name, len(run.spec.dags), run_id)
     return HANDLERS[conf.mode](run)
 

@@ -16,6 +16,7 @@ import logging
 import os
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -75,7 +76,9 @@ CHANGES_DDL = (
 class DeltaMetadataStore(MetadataStore):
     """Every narrow store (state, status, commit log) over its own tables under one root."""
 
-    def __init__(self, spark: SparkSession, root: str) -> None:
+    def __init__(self, spark: SparkSession, root: str, *, mask: Callable[[str], str] = lambda text: text) -> None:
+        """``mask`` hides what must not be stored in a message (the secrets a run decrypted)."""
+        self.mask = mask
         root = root.rstrip("/")
         local = local_path(root)
         self.checks = os.path.join(local, "checks") if local is not None else None
@@ -129,10 +132,10 @@ class DeltaMetadataStore(MetadataStore):
         )
 
     def add_job_status(self, rows: list[JobStatusRow]) -> None:
-        self.jobs.append({**asdict(r), "status": r.status.value} for r in rows)
+        self.jobs.append({**asdict(r), "status": r.status.value, "message": self.mask(r.message)} for r in rows)
 
     def add_flow_status(self, row: FlowStatusRow) -> None:
-        self.flows.append([{**asdict(row), "status": row.status.value}])
+        self.flows.append([{**asdict(row), "status": row.status.value, "message": self.mask(row.message)}])
 
     def add_change(self, change: CheckpointChange) -> None:
         self.changelog.append([asdict(change)])
@@ -158,7 +161,7 @@ class DeltaMetadataStore(MetadataStore):
         return [CheckpointChange(**r) for r in rows]
 
     def append_log(self, rows: list[LogRow]) -> None:
-        self.log.append(asdict(r) for r in rows)
+        self.log.append({**asdict(r), "message": self.mask(r.message)} for r in rows)
 
     def log_files(self, rows: list[FileRead]) -> None:
         """Created by the first batch that logs files (jobs without a files source never pay for it)."""

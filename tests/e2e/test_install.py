@@ -117,6 +117,20 @@ def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, 
     assert [p.suffix for p in (tmp_path / "cache").glob("engine-*")] == [".zip"], "the package went to executors"
 
 
+def test_the_engine_command_makes_a_master_key_and_encrypts_without_a_job_or_a_jvm(
+    installed: Path, tmp_path: Path
+) -> None:
+    from engine.config.secrets import MASTER_KEY_ENV, Secrets
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "PYTHON", "ENGINE_", "JAVA"))}
+    env.update({MASTER_KEY_ENV: str(tmp_path / "master.key"), "ENGINE_CACHE": str(tmp_path / "cache")})
+    run(installed / "engine", "mode=new_key", cwd=tmp_path, env=env)
+    done = run(installed / "engine", "mode=encrypt", cwd=tmp_path, env=env, input="swordfish\n")
+    (value,) = done.stdout.split()
+    assert Secrets({MASTER_KEY_ENV: str(tmp_path / "master.key")}).reveal({"p": value}) == {"p": "swordfish"}
+    assert not (tmp_path / "cache").exists(), "nothing was prepared for spark-submit"
+
+
 def test_without_engine_jars_the_jvm_packages_are_resolved_once_into_the_user_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,262 @@
+"""Encrypted config values (``ENC(...)``): the master key's commands as a user types them, a real
+JDBC job whose password is encrypted, and the places a revealed plaintext must never appear."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+
+from engine.config.secrets import MASTER_KEY_ENV, Secrets, encrypt
+from engine.errors import EXIT_CONFIG, ConfigError
+from tests.helpers import delta_ids, run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+PLAINTEXT = "pa55-w0rd-that-must-not-leak"
+
+
+def command(*args: str, key_file: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``./spark-submit.sh <args>`` for the key's commands (which start no JVM)."""
+    env = {**os.environ, MASTER_KEY_ENV: str(key_file)}
+    return subprocess.run(
+        ["bash", str(REPO / "spark-submit.sh"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "master.key"
+    path.write_text(Fernet.generate_key().decode() + "\n")
+    monkeypatch.setenv(MASTER_KEY_ENV, str(path))
+    return path
+
+
+def enc(plaintext: str, key_file: Path) -> str:
+    return encrypt(plaintext, Fernet(key_file.read_text().strip().encode()))
+
+
+def test_a_value_encrypted_by_the_command_is_revealed_with_its_key_and_masked_after(tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "master.key"
+    key.parent.mkdir()
+    made = command("mode=new_key", key_file=key)
+    assert made.returncode == 0, made.stderr
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    again = command("mode=new_key", key_file=key)  # a key is never overwritten
+    assert again.returncode == EXIT_CONFIG and "never overwritten" in again.stderr
+    before = key.read_text()
+
+    done = command("mode=encrypt", key_file=key, stdin=PLAINTEXT + "\n")
+    assert done.returncode == 0, done.stderr
+    (value,) = done.stdout.split()
+    assert value.startswith("ENC(") and PLAINTEXT not in done.stdout + done.stderr
+    assert key.read_text() == before
+
+    secrets = Secrets({MASTER_KEY_ENV: str(key)})
+    config = {"job": {"sources": {"db": {"password": value, "user": "u"}}, "tags": ["a", value]}}
+    revealed = secrets.reveal(config)
+    assert revealed["job"]["sources"]["db"] == {"password": PLAINTEXT, "user": "u"}
+    assert revealed["job"]["tags"] == ["a", PLAINTEXT]
+    assert config["job"]["sources"]["db"]["password"] == value  # the composed config is left as it was
+    assert secrets.mask(f"login failed for {PLAINTEXT}!") == "login failed for ***!"
+
+
+def test_encrypt_refuses_an_empty_value_and_a_missing_key(tmp_path: Path) -> None:
+    key = tmp_path / "master.key"
+    no_key = command("mode=encrypt", key_file=key, stdin="x")
+    assert no_key.returncode == EXIT_CONFIG and str(key) in no_key.stderr and no_key.stdout == ""
+    assert command("mode=new_key", key_file=key).returncode == 0
+    empty = command("mode=encrypt", key_file=key, stdin="\n")
+    assert empty.returncode == EXIT_CONFIG and "nothing to encrypt" in empty.stderr
+
+
+@pytest.mark.parametrize("mistake", ["other key", "changed value", "no key set", "not a key"])
+def test_a_value_that_does_not_decrypt_is_a_config_error_naming_its_key_never_its_plaintext(
+    tmp_path: Path, key_file: Path, mistake: str
+) -> None:
+    value = enc(PLAINTEXT, key_file)
+    env = {MASTER_KEY_ENV: str(key_file)}
+    if mistake == "other key":
+        other = tmp_path / "other.key"
+        other.write_text(Fernet.generate_key().decode())
+        env = {MASTER_KEY_ENV: str(other)}
+    elif mistake == "changed value":
+        token = value[4:-1]
+        value = f"ENC({token[:-6]}{'A' if token[-6] != 'A' else 'B'}{token[-5:]})"
+    elif mistake == "no key set":
+        env = {}
+    else:
+        bad = tmp_path / "bad.key"
+        bad.write_text("not a fernet key")
+        env = {MASTER_KEY_ENV: str(bad)}
+    with pytest.raises(ConfigError) as caught:
+        Secrets(env).reveal({"job": {"sources": {"db": {"password": value}}}})
+    said = str(caught.value)
+    assert PLAINTEXT not in said and MASTER_KEY_ENV in said
+    if mistake in ("other key", "changed value"):
+        assert caught.value.key == "job.sources.db.password"
+
+
+def test_log_lines_mask_what_the_run_revealed(key_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s", force=True)
+    secrets = Secrets()
+    secrets.reveal({"password": enc(PLAINTEXT, key_file)})
+    with secrets.masking_logs():
+        logging.getLogger("engine.test").info("connecting with %s", PLAINTEXT)
+        try:
+            raise RuntimeError(f"refused: {PLAINTEXT}")
+        except RuntimeError:
+            logging.getLogger("engine.test").exception("failed")
+    logging.getLogger("engine.test").info("after: %s", "plain")
+    said = capsys.readouterr().err
+    assert "connecting with ***" in said and "refused: ***" in said and "after: plain" in said
+    assert PLAINTEXT not in said
+
+
+# -- a real job ---------------------------------------------------------------------------------
+
+
+def jdbc_job(jobs: Path, postgres: Any, table: str, password: str, **sink: str) -> None:
+    (jobs / "t").mkdir(parents=True, exist_ok=True)
+    job = {
+        "sources": {
+            "db": {
+                "type": "jdbc",
+                "url": postgres.jdbc_url,
+                "table": table,
+                "user": postgres.user,
+                "password": password,
+                "incremental": {"column": "id"},
+            }
+        },
+        "sinks": {"out": {"type": "delta", "path": "out", **sink}},
+    }
+    (jobs / "t" / "secret.conf").write_text(json.dumps(job))  # JSON is HOCON
+
+
+def leaks(root: Path, said: str, plaintext: str = PLAINTEXT) -> list[str]:
+    """Where ``plaintext`` shows: in the run's output, in any file under ``root``, or in any row of
+    the Delta tables there (read with delta-rs: a compressed Parquet page hides its bytes)."""
+    from deltalake import DeltaTable
+
+    found = ["output"] if plaintext in said else []
+    for path in root.rglob("*"):
+        if path.is_file() and plaintext.encode() in path.read_bytes():
+            found.append(str(path))
+        if path.name == "_delta_log" and plaintext in str(DeltaTable(str(path.parent)).to_pyarrow_table().to_pylist()):
+            found.append(str(path.parent))
+    return found
+
+
+@pytest.fixture
+def secret_table(postgres: Any) -> str:
+    postgres.psql("CREATE ROLE secret_reader LOGIN PASSWORD '" + PLAINTEXT + "'")
+    postgres.psql("CREATE TABLE secret_orders (id BIGINT, note TEXT)")
+    postgres.psql("INSERT INTO secret_orders SELECT g, 'n' || g FROM generate_series(1, 25) g")
+    postgres.psql("GRANT SELECT ON secret_orders TO secret_reader")
+    try:
+        yield "secret_orders"
+    finally:
+        postgres.psql("DROP TABLE secret_orders")
+        postgres.psql("DROP ROLE secret_reader")
+
+
+def test_a_jdbc_job_reads_with_its_encrypted_password_and_nothing_it_writes_shows_it(
+    spark: Any, lake: Path, postgres: Any, secret_table: str, key_file: Path
+) -> None:
+    jobs = lake.parent / "jobs"
+    reader = type("Reader", (), {"jdbc_url": postgres.jdbc_url, "user": "secret_reader"})
+    jdbc_job(jobs, reader, secret_table, enc(PLAINTEXT, key_file))
+    code, summary, said = run_cli(jobs, "job=t/secret", f"warehouse={lake}", "debug=true")
+    assert code == 0, said[-3000:]
+    assert summary["records_read"] == 25
+    assert delta_ids(lake / "out") == list(range(1, 26))
+    assert leaks(lake, said) == []
+
+    shown = subprocess.run(  # --cfg shows the encrypted form, never the plaintext
+        [sys.executable, "main.py", "job=t/secret", "--cfg", "job", "--resolve"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "ENGINE_JOBS_DIR": str(jobs)},
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert PLAINTEXT not in shown.stdout and "password" in shown.stdout
+
+
+def test_with_the_wrong_key_the_job_is_exit_2_naming_the_key_and_writes_nothing(
+    spark: Any, lake: Path, postgres: Any, key_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = lake.parent / "jobs"
+    jdbc_job(jobs, postgres, "no_such_table", enc(PLAINTEXT, key_file))
+    other = tmp_path / "other.key"
+    other.write_text(Fernet.generate_key().decode())
+    monkeypatch.setenv(MASTER_KEY_ENV, str(other))
+    code, summary, said = run_cli(jobs, "job=t/secret", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert summary["status"] == "CONFIG_ERROR" and "job.sources.db.password" in summary["message"]
+    assert not (lake / "out").exists() and not (lake / "_engine").exists()
+    assert leaks(lake, said) == []
+
+
+def test_a_revealed_value_quoted_by_an_error_message_is_masked(spark: Any, lake: Path, key_file: Path) -> None:
+    jobs = lake.parent / "jobs"
+    (jobs / "t").mkdir(parents=True)
+    src = lake.parent / "in.json"
+    src.write_text('{"id": 1}\n')
+    secret = enc(PLAINTEXT, key_file)
+    job = {
+        "sources": {"s": {"type": "files", "format": "json", "path": str(src), "limits": {"max_bytes": secret}}},
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    (jobs / "t" / "masked.conf").write_text(json.dumps(job))
+    code, summary, said = run_cli(jobs, "job=t/masked", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert "job.sources.s.limits.max_bytes" in summary["message"] and "`***` is not a size" in summary["message"]
+    assert leaks(lake, said) == []
+
+
+def test_a_revealed_value_in_a_failed_runs_message_is_masked(
+    spark: Any, lake: Path, postgres: Any, key_file: Path
+) -> None:
+    hidden = "missing_secret_table_x9"
+    jobs = lake.parent / "jobs"
+    jdbc_job(jobs, postgres, enc(hidden, key_file), postgres.password)
+    code, summary, said = run_cli(jobs, "job=t/secret", f"warehouse={lake}")
+    assert code == 1, said[-3000:]
+    assert "***" in summary["message"]  # the error names the relation
+    assert leaks(lake, said, hidden) == []
+
+
+def test_the_metadata_store_masks_the_messages_it_stores(spark: Any, lake: Path, key_file: Path) -> None:
+    from datetime import datetime, timezone
+
+    from engine.state.delta_store import DeltaMetadataStore
+    from engine.state.rows import FlowStatusRow, JobStatusRow, LogRow
+    from engine.state.status import Status
+
+    secrets = Secrets()
+    secrets.reveal({"password": enc(PLAINTEXT, key_file)})
+    store = DeltaMetadataStore(spark, str(lake / "_engine"), mask=secrets.mask).ensure()
+    now = datetime.now(timezone.utc)
+    said = f"login refused for {PLAINTEXT}"
+    store.add_job_status(
+        [JobStatusRow("r1", "j", "d", "live", "ds", Status.FAILED, said, 0, 0, 0.0, None, None, now, now)]
+    )
+    store.add_flow_status(FlowStatusRow("r1", "j", Status.FAILED, said, 1, 0, 1, 0, now, now))
+    store.append_log([LogRow("j", "d", "live", 1, "attempt", "r1", now, message=said)])
+    assert leaks(lake, "") == []
+    assert [r.message for r in store.job_status("j")] == ["login refused for ***"]
