@@ -23,6 +23,7 @@ from engine import hooks
 from engine.cli.progress import table
 from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
+from engine.config.connections import with_connections
 from engine.config.secrets import Secrets, key_command
 from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
 from engine.runtime.stop import Stop
@@ -83,7 +84,7 @@ def run_task(
     secrets = Secrets()
     with secrets.masking_logs():
         try:
-            app = replace(app, data=secrets.reveal(app.data))  # ENC(...) values
+            app = replace(app, data=secrets.reveal(with_connections(app.data)))  # then ENC(...) values
             summary, code = _outcome(app, run_id, job, stop, secrets)
         except Exception as exc:  # an unexpected failure too ends in one message and a summary
             summary, code = _failure(exc, app, run_id, job, debug, secrets)

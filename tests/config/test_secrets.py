@@ -1,5 +1,6 @@
-"""Encrypted config values (``ENC(...)``): the master key's commands as a user types them, a real
-JDBC job whose password is encrypted, and the places a revealed plaintext must never appear."""
+"""Encrypted config values (``ENC(...)``) and named connections: the master key's commands as a
+user types them, real JDBC jobs whose password is encrypted (in the job, or in a connection file),
+the places a revealed plaintext must never appear, and the mistakes that must be exit 2."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
+from engine.config.connections import CONNECTIONS_ENV
 from engine.config.secrets import MASTER_KEY_ENV, Secrets, encrypt
 from engine.errors import EXIT_CONFIG, ConfigError
 from tests.helpers import delta_ids, run_cli
@@ -260,3 +262,89 @@ def test_the_metadata_store_masks_the_messages_it_stores(spark: Any, lake: Path,
     store.append_log([LogRow("j", "d", "live", 1, "attempt", "r1", now, message=said)])
     assert leaks(lake, "") == []
     assert [r.message for r in store.job_status("j")] == ["login refused for ***"]
+
+
+# -- connections ---------------------------------------------------------------------------------
+
+
+def connection_job(jobs: Path, table: str, **source: Any) -> None:
+    (jobs / "t").mkdir(parents=True, exist_ok=True)
+    job = {
+        "sources": {"db": {"type": "jdbc", "connection": "shop", "table": table, **source}},
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    (jobs / "t" / "conn.conf").write_text(json.dumps(job))
+
+
+@pytest.fixture
+def connections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "connections"
+    folder.mkdir()
+    monkeypatch.setenv(CONNECTIONS_ENV, str(folder))
+    return folder
+
+
+def test_a_job_reads_through_a_named_connection_whose_password_is_encrypted(
+    spark: Any, lake: Path, postgres: Any, secret_table: str, key_file: Path, connections: Path
+) -> None:
+    (connections / "shop.yaml").write_text(
+        f"type: jdbc\nurl: {postgres.jdbc_url}\nuser: secret_reader\npassword: {enc(PLAINTEXT, key_file)}\n"
+    )
+    jobs = lake.parent / "jobs"
+    connection_job(jobs, secret_table, incremental={"column": "id"})
+    code, summary, said = run_cli(jobs, "job=t/conn", f"warehouse={lake}")
+    assert code == 0, said[-3000:]
+    assert delta_ids(lake / "out") == list(range(1, 26))
+    assert leaks(lake, said) == []
+
+    (connections / "shop.yaml").unlink()  # HOCON works too, and the job's own keys win
+    (connections / "shop.conf").write_text(
+        f'type = jdbc\nurl = "{postgres.jdbc_url}"\nuser = nobody\npassword = "{enc(PLAINTEXT, key_file)}"\n'
+    )
+    connection_job(jobs, secret_table, user="secret_reader", incremental={"column": "id"})
+    code, summary, said = run_cli(jobs, "job=t/conn", f"warehouse={lake}")
+    assert code == 0, said[-3000:]
+    assert summary["records_read"] == 0  # the same rows: already read
+    assert leaks(lake, said) == []
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "needle"),
+    [
+        (None, "", "no connection `shop`"),
+        ("shop.yaml", "type: kafka\n", "unknown connection type `kafka`"),
+        ("shop.yaml", "type: jdbc\nurl: jdbc:x\nhost: db\n", "not `host`"),
+        ("shop.yaml", "type: jdbc\nurl: [unclosed\n", "does not parse"),
+    ],
+    ids=["missing", "unknown-type", "unknown-key", "bad-yaml"],
+)
+def test_a_connection_mistake_is_exit_2_naming_the_key_or_the_file(
+    spark: Any, lake: Path, connections: Path, file: str | None, text: str, needle: str
+) -> None:
+    (connections / "other.yaml").write_text("type: jdbc\nurl: jdbc:x\n")
+    if file:
+        (connections / file).write_text(text)
+    jobs = lake.parent / "jobs"
+    connection_job(jobs, "t")
+    code, summary, said = run_cli(jobs, "job=t/conn", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert needle in summary["message"]
+    where = "job.sources.db.connection" if file is None else str(connections / file)
+    assert where in summary["message"]
+    if file is None:
+        assert "known: other" in summary["message"]
+    assert not lake.exists() or not any(lake.iterdir())
+
+
+def test_a_connection_of_another_kind_is_refused(spark: Any, lake: Path, connections: Path) -> None:
+    (connections / "shop.yaml").write_text("type: jdbc\nurl: jdbc:x\n")
+    jobs = lake.parent / "jobs"
+    (jobs / "t").mkdir(parents=True)
+    job = {
+        "sources": {"s": {"type": "files", "format": "json", "path": "/nowhere", "connection": "shop"}},
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    (jobs / "t" / "files.conf").write_text(json.dumps(job))
+    code, summary, said = run_cli(jobs, "job=t/files", f"warehouse={lake}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert "a jdbc connection" in summary["message"] and "job.sources.s.connection" in summary["message"]
