@@ -19,6 +19,7 @@ from engine.config.connections import CONNECTIONS_ENV
 from engine.config.secrets import MASTER_KEY_ENV, Secrets, encrypt
 from engine.errors import EXIT_CONFIG, ConfigError
 from tests.helpers import delta_ids, run_cli
+from tests.sqllog import SqlLog
 
 REPO = Path(__file__).resolve().parents[2]
 PLAINTEXT = "pa55-w0rd-that-must-not-leak"
@@ -181,11 +182,16 @@ def test_a_jdbc_job_reads_with_its_encrypted_password_and_nothing_it_writes_show
     jobs = lake.parent / "jobs"
     reader = type("Reader", (), {"jdbc_url": postgres.jdbc_url, "user": "secret_reader"})
     jdbc_job(jobs, reader, secret_table, enc(PLAINTEXT, key_file))
+    sql = SqlLog(spark)
     code, summary, said = run_cli(jobs, "job=t/secret", f"warehouse={lake}", "debug=true")
     assert code == 0, said[-3000:]
     assert summary["records_read"] == 25
     assert delta_ids(lake / "out") == list(range(1, 26))
     assert leaks(lake, said) == []
+    # what Spark's UI shows: the SQL tab's plans and nodes, the environment tab's settings
+    shown = [e.plan + "".join(n.name + n.desc for n in e.nodes) for e in sql.executions()]
+    assert shown and not [p for p in shown if PLAINTEXT in p]
+    assert PLAINTEXT not in str(spark.sparkContext.getConf().getAll())
 
     shown = subprocess.run(  # --cfg shows the encrypted form, never the plaintext
         [sys.executable, "main.py", "job=t/secret", "--cfg", "job", "--resolve"],
