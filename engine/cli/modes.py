@@ -51,7 +51,9 @@ class Run:
     def metadata(self) -> DeltaMetadataStore:
         from engine.state.delta_store import DeltaMetadataStore
 
-        return DeltaMetadataStore(self.spark, f"{self.warehouse}/_engine", mask=self.mask)
+        return DeltaMetadataStore(
+            self.spark, f"{self.warehouse}/_engine", mask=self.mask, backend=self.conf.metadata.backend
+        )
 
     @cached_property
     def lease(self) -> Lease:
@@ -115,9 +117,10 @@ def _run(run: Run) -> dict[str, Any]:
     from engine.state.delta_runs import DeltaRunStore
 
     metadata, lease = run.open_state()
-    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs")  # opened meanwhile, created below
+    backend = run.conf.metadata.backend
+    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend)  # created below
     with lease:  # one run of a job at a time (exit code 3 otherwise)
-        manager = JobManager(run.spark, metadata, guard=lease.check)
+        manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend)
         planned = manager.plan(run.spec, run.run_id)  # recovery, then every config mistake surfaces here
         metadata.ensure()
         store.ensure()

@@ -40,6 +40,7 @@ from engine.sinks.error_table import ErrorTable
 from engine.spec import JobSpec
 from engine.spec.places import made_upstream
 from engine.state import RunRecord, RunStore
+from engine.state.backends import AUTO
 from engine.state.runs import WriteBehind
 from engine.state.status import Status, run_outcome
 from engine.state.store import FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
@@ -120,10 +121,17 @@ class PlannedJob:
 
 class JobManager:
     def __init__(
-        self, spark: SparkSession, metadata: MetadataStore | None = None, *, guard: Callable[[], None] = lambda: None
+        self,
+        spark: SparkSession,
+        metadata: MetadataStore | None = None,
+        *,
+        guard: Callable[[], None] = lambda: None,
+        backend: str = AUTO,
     ) -> None:
         self.spark = spark
         self.metadata = metadata if metadata is not None else InMemoryMetadataStore()
+        self.backend = backend
+        """How the error tables are reached, as the metadata tables are (``metadata.backend``)."""
         self.guard = guard
         """Raises if this run may no longer publish (it lost the job's lease); called before each
         commit sequence runs."""
@@ -180,7 +188,7 @@ class JobManager:
         board = board or Board()
         board.add([p.dag.name for p in job.dags])
         for path in sorted({p.dag.spec.error_table for p in job.dags if p.dag.spec.error_table}):
-            ErrorTable(path).ensure(self.spark)  # before any concurrency
+            ErrorTable(path).ensure(self.spark, backend=self.backend)  # before any concurrency
         by_name = {p.dag.name: p for p in job.dags}
         scopes = {n: scope_for(job.run_id, n, p.dag.spec.pool_name) for n, p in by_name.items()}
         finished = threading.Event()

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
 from engine.sinks.delta import stage_delta
+from engine.state.backends import AUTO
 from engine.state.delta_table import VERSION_PROPERTY, meta_table, never_written, retry_conflicts
 
 if TYPE_CHECKING:
@@ -59,9 +60,11 @@ class ErrorTable:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def ensure(self, spark: SparkSession) -> None:
+    def ensure(self, spark: SparkSession, *, backend: str = AUTO) -> None:
         # delta-rs on a local lake: an existing table costs a log read, not Spark's snapshot of it
-        table = meta_table(spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error").ensure()
+        table = meta_table(
+            spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error", backend=backend
+        ).ensure()
         if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
             retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", racing=True)
 

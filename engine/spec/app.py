@@ -14,6 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pydantic_core import PydanticCustomError
 
 from engine.spec.validation import validate
+from engine.state.backends import BACKENDS as METADATA_BACKENDS
 
 __all__ = ["MODES", "PROGRESS_VIEWS", "AppConf", "CheckpointConf", "CommitConf", "LeaseConf", "app_conf"]
 
@@ -97,6 +98,19 @@ class LeaseConf(_Strict):
         return ttl
 
 
+class MetadataConf(_Strict):
+    """The engine's metadata tables (``<warehouse>/_engine``) and the error tables."""
+
+    backend: Text = "auto"
+    """How they are reached: ``auto`` (delta-rs on a local warehouse, Spark elsewhere), ``spark``
+    (always Spark: a Spark job per read or write) or ``delta_rs`` (a local warehouse only, so far)."""
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, backend: str) -> str:
+        return _one_of(backend, METADATA_BACKENDS, "unknown_backend", "unknown metadata backend")
+
+
 class SparkConf(_Strict):
     """The ``spark`` config group (``conf/spark/<name>.yaml``): the application's SparkSession."""
 
@@ -136,6 +150,8 @@ class AppConf(_Strict):
     """``mode=commit``."""
     lease: LeaseConf = LeaseConf()
     """The job's run lease."""
+    metadata: MetadataConf = MetadataConf()
+    """How the metadata and error tables are reached."""
     spark: SparkConf = SparkConf()
     """The SparkSession's settings."""
     job: dict[str, Any]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
+from engine.state.backends import AUTO
 from engine.state.delta_table import meta_table, prefetch
 from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStore, latest_per_dag
 from engine.state.status import Status
@@ -23,10 +24,10 @@ class DeltaRunStore(RunStore):
     """Constructing it starts opening the table and creates nothing; :meth:`ensure` (or the first
     append) creates it if missing, before any concurrency, and refuses a newer schema version."""
 
-    def __init__(self, spark: SparkSession, path: str) -> None:
+    def __init__(self, spark: SparkSession, path: str, *, backend: str = AUTO) -> None:
         self.spark = spark
         self.path = path
-        self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs")
+        self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs", backend=backend)
         self._ensured = False
         prefetch([self.table])
 

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from engine.state import watermarks
-from engine.state.delta_table import MetaTable, local_path, meta_table, prefetch
+from engine.state.backends import AUTO
+from engine.state.delta_table import MetaTable, local_path, prefetch
+from engine.state.delta_table import meta_table as open_table
 from engine.state.rows import (
     LIVE,
     SCHEMA_VERSION,
@@ -76,23 +78,28 @@ CHANGES_DDL = (
 class DeltaMetadataStore(MetadataStore):
     """Every narrow store (state, status, commit log) over its own tables under one root."""
 
-    def __init__(self, spark: SparkSession, root: str, *, mask: Callable[[str], str] = lambda text: text) -> None:
-        """``mask`` hides what must not be stored in a message (the secrets a run decrypted)."""
+    def __init__(
+        self, spark: SparkSession, root: str, *, mask: Callable[[str], str] = lambda text: text, backend: str = AUTO
+    ) -> None:
+        """``mask`` hides what must not be stored in a message (the secrets a run decrypted);
+        ``backend`` is how the tables are reached (:data:`~engine.state.delta_table.BACKENDS`)."""
         self.mask = mask
         root = root.rstrip("/")
+
+        def meta_table(path: str, ddl: str, *, version: int, what: str) -> MetaTable:
+            return open_table(spark, path, ddl, version=version, what=what, backend=backend)
+
         local = local_path(root)
         self.checks = os.path.join(local, "checks") if local is not None else None
-        self.state = meta_table(spark, f"{root}/state", STATE_DDL, version=SCHEMA_VERSION, what="state")
-        self.jobs = meta_table(spark, f"{root}/job_status", JOB_STATUS_DDL, version=SCHEMA_VERSION, what="job status")
-        self.flows = meta_table(
-            spark, f"{root}/flow_status", FLOW_STATUS_DDL, version=SCHEMA_VERSION, what="flow status"
-        )
+        self.state = meta_table(f"{root}/state", STATE_DDL, version=SCHEMA_VERSION, what="state")
+        self.jobs = meta_table(f"{root}/job_status", JOB_STATUS_DDL, version=SCHEMA_VERSION, what="job status")
+        self.flows = meta_table(f"{root}/flow_status", FLOW_STATUS_DDL, version=SCHEMA_VERSION, what="flow status")
         self.changelog = meta_table(
-            spark, f"{root}/checkpoint_changes", CHANGES_DDL, version=SCHEMA_VERSION, what="checkpoint changes"
+            f"{root}/checkpoint_changes", CHANGES_DDL, version=SCHEMA_VERSION, what="checkpoint changes"
         )
-        self.log = meta_table(spark, f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
-        self.files = meta_table(spark, f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
-        self.schemas = meta_table(spark, f"{root}/schemas", SCHEMAS_DDL, version=SCHEMA_VERSION, what="schemas")
+        self.log = meta_table(f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
+        self.files = meta_table(f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
+        self.schemas = meta_table(f"{root}/schemas", SCHEMAS_DDL, version=SCHEMA_VERSION, what="schemas")
         prefetch([self.log, self.state, self.jobs, self.flows, self.changelog, self.files])
 
     def ensure(self) -> DeltaMetadataStore:

@@ -7,7 +7,7 @@ share one metadata location. Readers pick the newest row per key.
 Two ways to reach the same tables: :class:`MetaTable` through Spark (any file system Hadoop
 reaches, with the session's credentials, a Spark job per call) and :class:`LocalMetaTable`
 through delta-rs on a local warehouse (no Spark job, far cheaper: `bench/state_machinery.py`).
-:func:`meta_table` picks delta-rs for local paths unless ``ENGINE_METADATA_IO=spark``. Both write
+:func:`meta_table` picks one by the run's ``metadata.backend`` (:mod:`engine.state.backends`). Both write
 plain Delta (protocol 1/2), so a table written by one is read by the other. A local table is
 created by writing its first commit (:func:`first_commit`): delta-rs refuses the engine's own table
 properties (``engine.schema_version``) at creation, and Spark's table builder costs a second or more
@@ -49,6 +49,7 @@ from pyspark.sql.types import (
 )
 
 from engine.errors import ConfigError, EngineError
+from engine.state.backends import AUTO
 from engine.state.conflicts import is_transient
 from engine.state.damage import find_damage
 from engine.state.errors import MetadataDamagedError
@@ -531,10 +532,16 @@ def _quoted(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def meta_table(spark: SparkSession, path: str, ddl: str, *, version: int, what: str) -> MetaTable:
-    """The metadata table at ``path``: through delta-rs when it is on the local file system (unless
-    ``ENGINE_METADATA_IO=spark``), else through Spark."""
-    if local_path(path) is not None and os.environ.get("ENGINE_METADATA_IO", "").lower() != "spark":
+def meta_table(spark: SparkSession, path: str, ddl: str, *, version: int, what: str, backend: str = AUTO) -> MetaTable:
+    """The metadata table at ``path``, reached the way ``backend`` says (:mod:`engine.state.backends`)."""
+    local = local_path(path) is not None
+    if backend == "delta_rs" and not local:
+        raise ConfigError(
+            f"metadata.backend = delta_rs reaches only a local warehouse so far, and {path} is not one "
+            "(use auto or spark)",
+            key="metadata.backend",
+        )
+    if local and backend != "spark":
         return LocalMetaTable(spark, path, ddl, version=version, what=what)
     return MetaTable(spark, path, ddl, version=version, what=what)
 

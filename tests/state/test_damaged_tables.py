@@ -101,14 +101,11 @@ def test_an_older_damaged_entry_is_not_offered_for_removal(spark: Any, committed
     assert "it is not the newest entry, so removing it would break the table" in message
 
 
-def test_through_spark_the_damaged_table_is_named_too(
-    spark: Any, committed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ENGINE_METADATA_IO", "spark")
+def test_through_spark_the_damaged_table_is_named_too(spark: Any, committed: Path, tmp_path: Path) -> None:
     lake = fresh_lake(committed, tmp_path)
     entry = damage(lake / "_engine" / "state")
 
-    message = refused(committed, lake)
+    message = refused(committed, lake, "metadata.backend=spark")
 
     assert f"the state metadata table {lake}/_engine/state is damaged: its log entry {entry}" in message
 

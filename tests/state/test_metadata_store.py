@@ -159,9 +159,8 @@ class TestInMemoryMetadataStore(StateStoreContract, StatusStoreContract, CommitL
 class TestDeltaMetadataStore(StateStoreContract, StatusStoreContract, CommitLogStoreContract):
     """Both ways to the tables: delta-rs (local warehouses) and Spark (any other file system)."""
 
-    @pytest.fixture(autouse=True, params=["delta-rs", "spark"])
-    def _spark(self, request: Any, spark: Any, lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setenv("ENGINE_METADATA_IO", request.param)
+    @pytest.fixture(autouse=True, params=["delta_rs", "spark"])
+    def _spark(self, request: Any, spark: Any, lake: Path) -> None:
         self.io = request.param
         self.spark = spark
         self.root = lake / "_engine"
@@ -169,12 +168,12 @@ class TestDeltaMetadataStore(StateStoreContract, StatusStoreContract, CommitLogS
     def store(self) -> MetadataStore:
         from engine.state.delta_store import DeltaMetadataStore
 
-        return DeltaMetadataStore(self.spark, str(self.root)).ensure()
+        return DeltaMetadataStore(self.spark, str(self.root), backend=self.io).ensure()
 
     def test_reading_state_before_any_run_creates_nothing(self) -> None:
         from engine.state.delta_store import DeltaMetadataStore
 
-        assert DeltaMetadataStore(self.spark, str(self.root)).load_state("j", "d") == {}
+        assert DeltaMetadataStore(self.spark, str(self.root), backend=self.io).load_state("j", "d") == {}
         assert not self.root.exists()
 
     def test_rows_are_readable_without_spark(self) -> None:
@@ -192,17 +191,17 @@ class TestDeltaMetadataStore(StateStoreContract, StatusStoreContract, CommitLogS
         self.store()
         self.spark.sql(f"ALTER TABLE delta.`{self.root / 'state'}` SET TBLPROPERTIES ('engine.schema_version' = '2')")
         with pytest.raises(ConfigError, match="state table was written by a newer engine"):
-            DeltaMetadataStore(self.spark, str(self.root)).load_state("j", "d")
+            DeltaMetadataStore(self.spark, str(self.root), backend=self.io).load_state("j", "d")
 
-    def test_rows_written_one_way_are_read_the_other(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_rows_written_one_way_are_read_the_other(self) -> None:
         from engine.state.delta_store import DeltaMetadataStore
 
         writer = self.store()
-        assert type(writer.state).__name__ == ("LocalMetaTable" if self.io == "delta-rs" else "MetaTable")
+        assert type(writer.state).__name__ == ("LocalMetaTable" if self.io == "delta_rs" else "MetaTable")
         writer.save_state([state("a", LongWatermark(1), 1), state("a", LongWatermark(2), 2)])
         writer.add_job_status([status("r1", "a", 1)])
-        monkeypatch.setenv("ENGINE_METADATA_IO", "delta-rs" if self.io == "spark" else "spark")
-        reader = DeltaMetadataStore(self.spark, str(self.root)).ensure()
+        other = "delta_rs" if self.io == "spark" else "spark"
+        reader = DeltaMetadataStore(self.spark, str(self.root), backend=other).ensure()
         assert type(reader.state) is not type(writer.state)
         assert reader.load_state("j", "d")["a"].watermark == LongWatermark(2)
         assert reader.load_state("j", "d")["a"].committed_at == T0 + timedelta(minutes=2)
@@ -224,11 +223,9 @@ def test_both_ways_agree_on_times_on_a_host_outside_utc(
     time.tzset()
     try:
         root = str(lake / "_engine")
-        monkeypatch.setenv("ENGINE_METADATA_IO", "spark")
-        by_spark = DeltaMetadataStore(spark, root).ensure()
+        by_spark = DeltaMetadataStore(spark, root, backend="spark").ensure()
         by_spark.save_state([state("a", LongWatermark(1), 1)])
-        monkeypatch.setenv("ENGINE_METADATA_IO", "delta-rs")
-        by_rust = DeltaMetadataStore(spark, root).ensure()
+        by_rust = DeltaMetadataStore(spark, root, backend="delta_rs").ensure()
         assert by_rust.load_state("j", "d")["a"].committed_at == T0 + timedelta(minutes=1)
         by_rust.save_state([state("a", LongWatermark(2), 2)])
         assert by_spark.load_state("j", "d")["a"].watermark == LongWatermark(2), "the newer row wins both ways"

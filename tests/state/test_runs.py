@@ -50,9 +50,9 @@ class TestInMemoryRunStore(RunStoreContract):
 
 
 class TestDeltaRunStore(RunStoreContract):
-    @pytest.fixture(autouse=True, params=["delta-rs", "spark"])
-    def _spark(self, request: Any, spark: Any, lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setenv("ENGINE_METADATA_IO", request.param)
+    @pytest.fixture(autouse=True, params=["delta_rs", "spark"])
+    def _spark(self, request: Any, spark: Any, lake: Path) -> None:
+        self.backend = request.param
         self.spark = spark
         self.path = str(lake / "_engine" / "runs")
 
@@ -62,7 +62,7 @@ class TestDeltaRunStore(RunStoreContract):
     def delta(self) -> DeltaRunStore:
         from engine.state.delta_runs import DeltaRunStore
 
-        return DeltaRunStore(self.spark, self.path)
+        return DeltaRunStore(self.spark, self.path, backend=self.backend)
 
     def test_table_carries_its_schema_version(self) -> None:
         self.delta().ensure()
