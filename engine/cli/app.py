@@ -156,5 +156,6 @@ def _configure_logging(debug: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    logging.captureWarnings(True)  # warnings too pass the run's log filters (secrets masked)
     for noisy in ("py4j", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -118,7 +118,7 @@ def _run(run: Run) -> dict[str, Any]:
 
     metadata, lease = run.open_state()
     backend = run.conf.metadata.backend
-    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend)  # created below
+    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend, mask=run.mask)
     with lease:  # one run of a job at a time (exit code 3 otherwise)
         manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend)
         planned = manager.plan(run.spec, run.run_id)  # recovery, then every config mistake surfaces here

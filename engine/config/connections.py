@@ -2,8 +2,10 @@
 
 A connection is one file, ``<name>.conf`` (HOCON), ``.yaml`` or ``.yml``, in
 ``$ENGINE_CONNECTIONS_DIR``, else in the config tree's ``connections/`` (``conf/connections/``).
-A source says ``connection = <name>`` instead of repeating the connection's keys; its own keys win
-over the connection's (a null one does not: the documented defaults a job leaves out are null). A
+A source (``sources.<name>``: of the job, of a DAG, of the fan-out's template) or a fan-out's
+``discover`` says ``connection = <name>`` instead of repeating the connection's keys; its own keys
+win over the connection's (a null one does not: the documented defaults a job leaves out are null;
+``options`` are merged key by key). ``connection`` anywhere else is left alone. A
 value in the file may be ``ENC(...)`` (:mod:`engine.config.secrets`): the run decrypts it like any
 other, and masks it the same way.
 
@@ -37,10 +39,12 @@ __all__ = ["CONNECTIONS_ENV", "KINDS", "connections_dir", "with_connections"]
 CONNECTIONS_ENV = "ENGINE_CONNECTIONS_DIR"
 KEY = "connection"
 SUFFIXES = (".conf", ".yaml", ".yml")
-KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "jdbc": (frozenset({"url", "user", "password", "driver", "options"}), frozenset({"jdbc"})),
+_LOGIN = frozenset({"url", "user", "password", "driver"})
+KINDS: dict[str, tuple[frozenset[str], dict[str, frozenset[str]]]] = {
+    "jdbc": (_LOGIN | {"options"}, {"jdbc": _LOGIN | {"options"}, "jdbc_tables": _LOGIN}),
 }
-"""``type`` -> (the keys a connection of that kind holds, the node types that can use it)."""
+"""``type`` -> (the keys a connection of that kind holds, {a node type that can use it: the keys
+that node takes from it})."""
 
 
 def connections_dir() -> Path:
@@ -49,36 +53,58 @@ def connections_dir() -> Path:
 
 
 def with_connections(data: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the composed config ``data`` where every node of its ``job`` that names a
-    ``connection`` holds the connection's keys (its own keys first) and no ``connection``."""
-    if not isinstance(data.get("job"), dict):
+    """A copy of the composed config ``data`` where every source (and fan-out discovery) of its
+    ``job`` that names a ``connection`` holds the connection's keys and no ``connection``."""
+    job = data.get("job")
+    if not isinstance(job, dict):
         return data
-    return {**data, "job": _filled(data["job"], "job", {})}
+    loaded: dict[str, tuple[dict[str, Any], Path]] = {}
+    out = dict(_sources(job, "job", loaded))  # a copy: the composed config stays as it was
+    dags = out.get("dags")
+    if isinstance(dags, dict):
+        out["dags"] = {n: _sources(d, f"job.dags.{n}", loaded) for n, d in dags.items()}
+    fan_out = out.get("fan_out")
+    if isinstance(fan_out, dict):
+        fan_out = dict(fan_out)
+        if isinstance(fan_out.get("template"), dict):
+            fan_out["template"] = _sources(fan_out["template"], "job.fan_out.template", loaded)
+        if isinstance(fan_out.get("discover"), dict):
+            fan_out["discover"] = _filled(fan_out["discover"], "job.fan_out.discover", loaded)
+        out["fan_out"] = fan_out
+    return {**data, "job": out}
+
+
+def _sources(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
+    """``node`` (a job, a DAG, a template) with its ``sources`` filled."""
+    if not isinstance(node, dict) or not isinstance(node.get("sources"), dict):
+        return node
+    sources = {n: _filled(s, f"{key}.sources.{n}", loaded) for n, s in node["sources"].items()}
+    return {**node, "sources": sources}
 
 
 def _filled(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
-    if isinstance(node, list):
-        return [_filled(v, f"{key}[{i}]", loaded) for i, v in enumerate(node)]
-    if not isinstance(node, dict):
+    if not isinstance(node, dict) or KEY not in node:
         return node
-    out = {k: _filled(v, f"{key}.{k}", loaded) for k, v in node.items() if k != KEY}
-    name = node.get(KEY)
-    if name is None:
-        return out
+    out = {k: v for k, v in node.items() if k != KEY}
+    name = node[KEY]
     if not isinstance(name, str) or not name:
         raise ConfigError("a connection is named by a text", key=f"{key}.{KEY}")
     if name not in loaded:
         loaded[name] = _load(name, f"{key}.{KEY}")
     conf, file = loaded[name]
     kind = conf["type"]
-    if out.get("type") not in KINDS[kind][1]:
+    takes = KINDS[kind][1].get(str(out.get("type")))
+    if takes is None:
         users = ", ".join(sorted(KINDS[kind][1]))
         raise ConfigError(
             f"connection `{name}` is a {kind} connection ({file}); a `{out.get('type')}` cannot use it (only: {users})",
             key=f"{key}.{KEY}",
         )
-    own = {k: v for k, v in out.items() if v is not None or k not in conf}  # null: a documented default
-    return {**{k: v for k, v in conf.items() if k != "type"}, **own}
+    given = {k: v for k, v in conf.items() if k in takes}
+    own = {k: v for k, v in out.items() if v is not None or k not in given}  # null: a documented default
+    if isinstance(given.get("options"), dict) and isinstance(own.get("options"), dict):
+        own["options"] = {**given["options"], **own["options"]}
+    return {**given, **own}
 
 
 def _load(name: str, key: str) -> tuple[dict[str, Any], Path]:

@@ -16,6 +16,7 @@ messages and its summary (:meth:`Secrets.mask`, :meth:`Secrets.masking_logs`).
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import os
 import re
@@ -32,9 +33,14 @@ from engine.errors import ConfigError
 
 __all__ = ["MASTER_KEY_ENV", "Secrets", "encrypt", "key_command", "master_key", "new_key_file"]
 
+log = logging.getLogger(__name__)
+
 MASTER_KEY_ENV = "ENGINE_MASTER_KEY_FILE"
 """The environment variable naming the file that holds the master key (a Fernet key, one line)."""
 _ENC = re.compile(r"^ENC\((?P<token>.*)\)$", re.DOTALL)
+MIN_MASKED = 4
+"""A plaintext shorter than this is not masked (replacing every ``1`` or ``a`` in the output would
+garble run ids and messages); the run warns, naming its key."""
 
 
 def master_key(env: dict[str, str] | None = None) -> Fernet:
@@ -106,8 +112,11 @@ class Secrets:
                 f"or it was changed ({MASTER_KEY_ENV})",
                 key=key,
             ) from None
-        if plaintext:
+        if len(plaintext) >= MIN_MASKED:
             self._plaintexts.add(plaintext)
+            self._plaintexts.update(f(plaintext)[1:-1] for f in (repr, json.dumps))  # escaped as printed
+        elif plaintext:
+            log.warning("%s: a decrypted value of under %d characters is not masked in the output", key, MIN_MASKED)
         return plaintext
 
     def mask(self, value: Any) -> Any:
@@ -144,15 +153,19 @@ class _MaskingFilter(logging.Filter):
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets.revealed:
+        if not self.secrets.revealed:
+            return True
+        try:
             text = record.getMessage()
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            masked = self.secrets.mask(text)
-            if masked != text:
-                record.msg, record.args = masked, None
-            if record.exc_text:
-                record.exc_text = self.secrets.mask(record.exc_text)
+        except Exception:  # a bad format: the handler reports it (logging's handleError), not the run
+            return True
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        masked = self.secrets.mask(text)
+        if masked != text:
+            record.msg, record.args = masked, None
+        if record.exc_text:
+            record.exc_text = self.secrets.mask(record.exc_text)
         return True
 
 

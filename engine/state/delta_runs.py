@@ -11,6 +11,8 @@ from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStore, latest_per_da
 from engine.state.status import Status
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
 
 _DDL = (
@@ -24,9 +26,13 @@ class DeltaRunStore(RunStore):
     """Constructing it starts opening the table and creates nothing; :meth:`ensure` (or the first
     append) creates it if missing, before any concurrency, and refuses a newer schema version."""
 
-    def __init__(self, spark: SparkSession, path: str, *, backend: str = AUTO) -> None:
+    def __init__(
+        self, spark: SparkSession, path: str, *, backend: str = AUTO, mask: Callable[[str], str] = lambda text: text
+    ) -> None:
+        """``mask`` hides what must not be stored in a message (the secrets a run decrypted)."""
         self.spark = spark
         self.path = path
+        self.mask = mask
         self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs", backend=backend)
         self._ensured = False
         prefetch([self.table])
@@ -39,7 +45,14 @@ class DeltaRunStore(RunStore):
 
     def append(self, record: RunRecord) -> None:
         self.ensure().table.append(
-            [{**asdict(record), "status": record.status.value, "schema_version": SCHEMA_VERSION}]
+            [
+                {
+                    **asdict(record),
+                    "status": record.status.value,
+                    "message": self.mask(record.message) if record.message else record.message,
+                    "schema_version": SCHEMA_VERSION,
+                }
+            ]
         )
 
     def history(self, job: str, *, limit: int = 20) -> list[RunRecord]:

@@ -112,6 +112,24 @@ def test_a_value_that_does_not_decrypt_is_a_config_error_naming_its_key_never_it
         assert caught.value.key == "job.sources.db.password"
 
 
+def test_a_short_value_is_not_masked_and_the_run_is_told_which(
+    key_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    secrets = Secrets()
+    with caplog.at_level(logging.WARNING):
+        assert secrets.reveal({"job": {"port": enc("a1", key_file)}}) == {"job": {"port": "a1"}}
+    assert "job.port: a decrypted value of under 4 characters is not masked" in caplog.text
+    assert secrets.mask("run 20261126T225150Z-a1b2c3d4") == "run 20261126T225150Z-a1b2c3d4"
+
+
+def test_a_value_is_masked_as_repr_and_json_escape_it(key_file: Path) -> None:
+    odd = "p\\w\"q'x"
+    secrets = Secrets()
+    secrets.reveal({"password": enc(odd, key_file)})
+    for shown in (odd, repr(odd), json.dumps(odd), json.dumps({"p": odd})):
+        assert "***" in secrets.mask(shown) and "p\\" not in secrets.mask(shown), shown
+
+
 def test_log_lines_mask_what_the_run_revealed(key_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s", force=True)
     secrets = Secrets()
@@ -122,6 +140,7 @@ def test_log_lines_mask_what_the_run_revealed(key_file: Path, capsys: pytest.Cap
             raise RuntimeError(f"refused: {PLAINTEXT}")
         except RuntimeError:
             logging.getLogger("engine.test").exception("failed")
+        logging.getLogger("engine.test").info("%s and %s", "one argument too few")  # reported, not raised
     logging.getLogger("engine.test").info("after: %s", "plain")
     said = capsys.readouterr().err
     assert "connecting with ***" in said and "refused: ***" in said and "after: plain" in said
@@ -252,8 +271,10 @@ def test_a_revealed_value_in_a_failed_runs_message_is_masked(
 def test_the_metadata_store_masks_the_messages_it_stores(spark: Any, lake: Path, key_file: Path) -> None:
     from datetime import datetime, timezone
 
+    from engine.state.delta_runs import DeltaRunStore
     from engine.state.delta_store import DeltaMetadataStore
     from engine.state.rows import FlowStatusRow, JobStatusRow, LogRow
+    from engine.state.runs import RunRecord
     from engine.state.status import Status
 
     secrets = Secrets()
@@ -266,6 +287,8 @@ def test_the_metadata_store_masks_the_messages_it_stores(spark: Any, lake: Path,
     )
     store.add_flow_status(FlowStatusRow("r1", "j", Status.FAILED, said, 1, 0, 1, 0, now, now))
     store.append_log([LogRow("j", "d", "live", 1, "attempt", "r1", now, message=said)])
+    runs = DeltaRunStore(spark, str(lake / "_engine" / "runs"), mask=secrets.mask)
+    runs.append(RunRecord("r1", "j", "d", Status.FAILED, now, now, message=said))
     assert leaks(lake, "") == []
     assert [r.message for r in store.job_status("j")] == ["login refused for ***"]
 
@@ -354,3 +377,47 @@ def test_a_connection_of_another_kind_is_refused(spark: Any, lake: Path, connect
     code, summary, said = run_cli(jobs, "job=t/files", f"warehouse={lake}")
     assert code == EXIT_CONFIG, said[-3000:]
     assert "a jdbc connection" in summary["message"] and "job.sources.s.connection" in summary["message"]
+
+
+def test_connection_elsewhere_than_a_source_is_left_alone(spark: Any, lake: Path, connections: Path) -> None:
+    """A column, a sink or a DAG may be called ``connection``: only sources name connections."""
+    jobs = lake.parent / "jobs"
+    (jobs / "t").mkdir(parents=True)
+    src = lake.parent / "in.json"
+    src.write_text('{"id": 1, "connection": "wifi"}\n{"id": 2, "connection": "lte"}\n')
+    job = {
+        "dags": {
+            "connection": {
+                "sources": {"s": {"type": "files", "format": "json", "path": str(src)}},
+                "converters": [{"type": "rename", "columns": {"connection": "link"}}],
+                "sinks": {"connection": {"type": "delta", "path": "out"}},
+            }
+        }
+    }
+    (jobs / "t" / "cols.conf").write_text(json.dumps(job))
+    code, _, said = run_cli(jobs, "job=t/cols", f"warehouse={lake}")
+    assert code == 0, said[-3000:]
+    assert sorted(delta_ids(lake / "out", "link")) == ["lte", "wifi"]
+
+
+def test_a_connection_fills_dags_templates_and_discovery_and_merges_options(connections: Path) -> None:
+    from engine.config.connections import with_connections
+
+    (connections / "db.yaml").write_text("type: jdbc\nurl: jdbc:x\nuser: u\noptions: {a: 1, b: 2}\n")
+    source = {"type": "jdbc", "connection": "db", "table": "t", "options": {"b": 3}}
+    data = {
+        "warehouse": "/w",
+        "job": {
+            "dags": {"d": {"sources": {"s": dict(source)}}},
+            "fan_out": {
+                "discover": {"type": "jdbc_tables", "connection": "db", "schema": "public"},
+                "template": {"sources": {"s": dict(source)}},
+            },
+        },
+    }
+    out = with_connections(data)["job"]
+    filled = {"type": "jdbc", "table": "t", "url": "jdbc:x", "user": "u", "options": {"a": 1, "b": 3}}
+    assert out["dags"]["d"]["sources"]["s"] == filled
+    assert out["fan_out"]["template"]["sources"]["s"] == filled
+    assert out["fan_out"]["discover"] == {"type": "jdbc_tables", "schema": "public", "url": "jdbc:x", "user": "u"}
+    assert data["job"]["dags"]["d"]["sources"]["s"]["connection"] == "db"  # the composed config is kept
