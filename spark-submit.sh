@@ -22,6 +22,7 @@ hydra_args=()
 master=""
 driver_memory=""
 user_jars=""
+user_class_path=""
 java_opts="\"-Dlog4j2.configurationFile=file:$root/conf/log4j2.properties\""
 user_java_opts=""
 while [ $# -gt 0 ]; do
@@ -33,9 +34,11 @@ while [ $# -gt 0 ]; do
     --jars) user_jars="$2"; shift 2 ;;
     --jars=*) user_jars="${1#*=}"; shift ;;
     --driver-java-options) user_java_opts="$user_java_opts $2"; shift 2 ;;
+    --driver-class-path) user_class_path="$2"; shift 2 ;;
+    --driver-class-path=*) user_class_path="${1#*=}"; shift ;;
     --conf|--deploy-mode|--executor-memory|--executor-cores|--num-executors|--total-executor-cores|\
     --driver-cores|--name|--files|--archives|--properties-file|\
-    --driver-class-path|--driver-library-path|--queue|--principal|--keytab|--packages|\
+    --driver-library-path|--queue|--principal|--keytab|--packages|\
     --repositories|--exclude-packages|--py-files)
       spark_opts+=("$1" "$2"); shift 2 ;;
     --conf=*|--deploy-mode=*|--executor-memory=*|--executor-cores=*|--num-executors=*|\
@@ -58,6 +61,12 @@ java_opts="$java_opts $cds_opts$user_java_opts"
 
 jars="$(ls "$root"/.cache/jars/*.jar | paste -sd, -)"
 [ -n "$user_jars" ] && jars="$jars,$user_jars"
+# The S3 connector and its SDK go on the class path at start (see jvm-packages.txt), the driver's
+# and, on a cluster, the executors' (the same cache path on every machine); the user's come after.
+class_path="$(ls "$root"/.cache/classpath/*.jar 2>/dev/null | paste -sd: - || true)"
+[ -n "$user_class_path" ] && class_path="${class_path:+$class_path:}$user_class_path"
+class_path_opts=()
+[ -n "$class_path" ] && class_path_opts=(--driver-class-path "$class_path" --conf "spark.executor.extraClassPath=$class_path")
 
 # The engine travels to executors as a zip, rebuilt when a source file is newer than it.
 zip="$root/.cache/engine.zip"
@@ -90,6 +99,7 @@ if [ -t 1 ]; then export ENGINE_TTY=1; fi
     --master "${master:-${ENGINE_MASTER:-local[*]}}" \
     --driver-memory "${driver_memory:-${ENGINE_DRIVER_MEMORY:-4g}}" \
     --jars "$jars" \
+    ${class_path_opts[@]+"${class_path_opts[@]}"} \
     --driver-java-options "$java_opts" \
     --py-files "$zip" \
     --conf spark.ui.showConsoleProgress=false \

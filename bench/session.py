@@ -15,9 +15,15 @@ def start_spark(app: str = "bench", conf: dict[str, str] | None = None) -> Spark
     os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 4g pyspark-shell"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from engine.runtime.session import build_session, cached_jars
+    from engine.runtime.session import build_session, cached_class_path, cached_jars
 
     jars = cached_jars()
     if not jars:
         sys.exit("no jars in .cache/jars: run `bash scripts/bootstrap.sh` first")
-    return build_session(app, {"spark.sql.shuffle.partitions": "8", **(conf or {})}, master="local[2]", jars=jars)
+    return build_session(
+        app,
+        {"spark.sql.shuffle.partitions": "8", **(conf or {})},
+        master="local[2]",
+        jars=jars,
+        class_path=cached_class_path(),
+    )

@@ -31,18 +31,20 @@ ensure_jars() {
   local want; want="$(stamp_of "$root/jvm-packages.txt" "$root/requirements.lock")"
   [ -f "$cache/jars/.stamp" ] && [ "$(cat "$cache/jars/.stamp")" = "$want" ] && return
   log "resolving JVM packages into .cache (once)"
-  local coords; coords="$(grep -vE '^\s*(#|$)' "$root/jvm-packages.txt" | paste -sd, -)"
+  local coords; coords="$(grep -vE '^\s*(#|$)' "$root/jvm-packages.txt" | sed -E 's/^\s*classpath\s+//' | paste -sd, -)"
   local noop; noop="$(mktemp --suffix=.py)"; echo 'pass' > "$noop"
   PYSPARK_PYTHON="$venv/bin/python" "$venv/bin/spark-submit" \
     --conf "spark.jars.ivy=$cache/ivy" --packages "$coords" "$noop" >"$cache/resolve.log" 2>&1 || {
       log "JVM package resolution failed; see .cache/resolve.log"; tail -20 "$cache/resolve.log" >&2; exit 2; }
   rm -f "$noop"
-  rm -rf "$cache/jars"; mkdir -p "$cache/jars"
-  local c g a v
-  for c in ${coords//,/ }; do
+  rm -rf "$cache/jars" "$cache/classpath"; mkdir -p "$cache/jars" "$cache/classpath"
+  local line c g a v into
+  while read -r line; do
+    into=jars; c="$line"
+    case "$line" in classpath\ *) into=classpath; c="$(echo "${line#classpath}" | tr -d ' ')" ;; esac
     IFS=: read -r g a v <<<"$c"
-    cp "$cache/ivy/jars/${g}_${a}-${v}.jar" "$cache/jars/"
-  done
+    cp -l "$cache/ivy/jars/${g}_${a}-${v}.jar" "$cache/$into/" 2>/dev/null || cp "$cache/ivy/jars/${g}_${a}-${v}.jar" "$cache/$into/"
+  done < <(grep -vE '^\s*(#|$)' "$root/jvm-packages.txt" | sed -E 's/^\s+//')
   echo "$want" > "$cache/jars/.stamp"
 }
 

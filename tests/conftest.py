@@ -11,12 +11,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-pytest_plugins = ["tests.postgres"]
+pytest_plugins = ["tests.postgres", "tests.s3"]
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from engine.runtime.session import build_session, cached_jars
+    from engine.runtime.session import build_session, cached_class_path, cached_jars
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
@@ -32,6 +32,7 @@ def spark() -> Iterator[object]:
         },
         master="local[2]",
         jars=cached_jars(REPO),
+        class_path=cached_class_path(REPO),
     )
     yield session
     session.stop()

@@ -4,7 +4,11 @@
 requirements.lock) on 127.0.0.1 and a free port, waits until it answers HTTP, and on :meth:`S3Server.stop`
 terminates it and waits for it (no process is left). Clients talk to it over real HTTP with the fixed test
 credentials (moto accepts any): :meth:`S3Server.options` for ``engine.copy.fs.resolve``,
-:meth:`S3Server.client` for an independent boto3 client. tests/copy/conftest.py holds the session fixture.
+:meth:`S3Server.client` for an independent boto3 client, :meth:`S3Server.env` for the standard
+``AWS_*`` variables every client reads (Spark's S3A, delta-rs, obstore).
+
+Also a pytest plugin (``pytest_plugins`` of tests/conftest.py): the session-wide server ``s3_server``,
+a fresh ``bucket`` per test, and ``s3_env``, the server's variables set for one test.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+import pytest
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -56,6 +64,15 @@ class S3Server:
     def options(self) -> dict[str, Any]:
         """Options for ``engine.copy.fs.resolve`` of an ``s3://`` URL on this server."""
         return {"endpoint": self.endpoint, "region": REGION, "access_key": ACCESS_KEY, "secret_key": SECRET_KEY}
+
+    def env(self) -> dict[str, str]:
+        """The standard variables pointing every AWS client at this server."""
+        return {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
 
     def client(self) -> Any:
         """A boto3 S3 client of this server (explicit credentials: the caller's AWS_* variables do not count)."""
@@ -126,3 +143,31 @@ class S3Server:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "s3: needs the session-scoped S3-compatible server (tests/s3.py)")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's server on a loopback port for the whole run; stopped (no process left) after the session."""
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    """A new, empty bucket for one test."""
+    return s3_server.make_bucket(f"test-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The server's ``AWS_*`` variables set in this process for one test (and returned, for subprocesses)."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    env = s3_server.env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env

@@ -4,8 +4,9 @@
 wrapper does: recognised spark-submit options (``--master``, ``--conf k=v``, ``--jars``, ...) go to
 spark-submit, the rest to Hydra. What the wrapper takes from the source tree comes from elsewhere:
 
-- the JVM jars: ``$ENGINE_JARS`` (jars or directories of jars, comma-separated), else the source
-  tree's ``.cache/jars`` when the engine runs from one, else resolved once, like
+- the JVM jars: ``$ENGINE_JARS`` (jars or directories of jars, comma-separated; the class-path ones,
+  the S3 connector, ``$ENGINE_CLASS_PATH``), else the source tree's ``.cache/jars`` and
+  ``.cache/classpath`` when the engine runs from one, else resolved once, like
   ``scripts/bootstrap.sh`` does, from the packaged ``jvm-packages.txt`` into the user cache
   (``$ENGINE_CACHE``, else ``$XDG_CACHE_HOME/engine`` or ``~/.cache/engine``; needs Maven Central once);
 - the engine for executors: a zip of the installed package in the user cache (``--py-files``),
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -46,7 +48,7 @@ SOURCE_TREE = PACKAGE.parent
 WITH_VALUE = (
     *("--conf", "--deploy-mode", "--name", "--files", "--archives", "--properties-file", "--queue"),
     *("--executor-memory", "--executor-cores", "--num-executors", "--total-executor-cores", "--driver-cores"),
-    *("--driver-class-path", "--driver-library-path", "--principal", "--keytab"),
+    *("--driver-library-path", "--principal", "--keytab"),
     *("--packages", "--repositories", "--exclude-packages", "--py-files"),
 )
 """spark-submit options taking a value, passed through as they are (as ``spark-submit.sh`` does)."""
@@ -63,7 +65,7 @@ def split_args(argv: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
     while args:
         arg = args.pop(0)
         name, eq, value = arg.partition("=")
-        if name in ("--master", "--driver-memory", "--jars", "--driver-java-options"):
+        if name in ("--master", "--driver-memory", "--jars", "--driver-class-path", "--driver-java-options"):
             given = value if eq else (args.pop(0) if args else "")
             own[name] = f"{own[name]} {given}" if name == "--driver-java-options" and name in own else given
         elif name in WITH_VALUE:
@@ -83,47 +85,74 @@ def cache_dir() -> Path:
 
 
 def engine_jars(cache: Path) -> list[str]:
-    """The JVM jars: ``$ENGINE_JARS``, the source tree's cache, or the user cache (resolved once)."""
-    env = os.environ.get("ENGINE_JARS", "")
+    """The JVM jars shipped with ``--jars``: ``$ENGINE_JARS``, the source tree's cache, or the user
+    cache (resolved once)."""
+    return _jars("ENGINE_JARS", "jars", cache, lambda resolved: resolved)
+
+
+def engine_class_path(cache: Path) -> list[str]:
+    """The jars put on the JVMs' class path at start (the S3 connector and its SDK, marked
+    ``classpath`` in ``jvm-packages.txt``): ``$ENGINE_CLASS_PATH``, the source tree's cache, or the
+    user cache (resolved once, with the others)."""
+    return _jars("ENGINE_CLASS_PATH", "classpath", cache, lambda resolved: resolved / "classpath")
+
+
+def _jars(variable: str, tree_dir: str, cache: Path, resolved_dir: Callable[[Path], Path]) -> list[str]:
+    env = os.environ.get(variable, "")
     if env:
         found: list[str] = []
         for item in filter(None, (p.strip() for p in env.split(","))):
             path = Path(item)
             found += sorted(str(j) for j in path.glob("*.jar")) if path.is_dir() else [str(path)]
         return found
-    tree = sorted(str(j) for j in (SOURCE_TREE / ".cache" / "jars").glob("*.jar"))
-    return tree or _resolved_jars(cache)
+    if (SOURCE_TREE / ".cache" / "jars" / ".stamp").exists():
+        return sorted(str(j) for j in (SOURCE_TREE / ".cache" / tree_dir).glob("*.jar"))
+    return sorted(str(j) for j in resolved_dir(_resolved(cache)).glob("*.jar"))
 
 
-def _coordinates() -> list[str]:
+def _coordinates() -> list[tuple[str, bool]]:
+    """``jvm-packages.txt``'s Maven coordinates, each with whether it goes on the class path."""
     text = packaged_file("jvm-packages.txt").read_text()
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    found = []
+    for line in text.splitlines():
+        words = line.split()
+        if words and not words[0].startswith("#"):
+            found.append((words[-1], words[0] == "classpath"))
+    return found
 
 
-def _resolved_jars(cache: Path) -> list[str]:
+def _resolved(cache: Path) -> Path:
     """Resolve the packaged Maven coordinates with spark-submit's Ivy into the user cache, once per
-    set of coordinates and Spark version (only the listed jars: see ``jvm-packages.txt``)."""
+    set of coordinates and Spark version (only the listed jars: see ``jvm-packages.txt``): the
+    shipped jars in the directory returned, the class-path ones in its ``classpath/``."""
     import pyspark
 
     coords = _coordinates()
-    key = hashlib.sha256("\n".join([*coords, pyspark.__version__]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([*(f"{c} {cp}" for c, cp in coords), pyspark.__version__]).encode()).hexdigest()[:16]
     jars_dir = cache / f"jars-{key}"
     if not (jars_dir / ".done").exists():
         print(f"[engine] resolving JVM packages into {jars_dir} (once)", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             noop = Path(tmp) / "noop.py"
             noop.write_text("pass\n")
-            cmd = [_spark_submit(), "--conf", f"spark.jars.ivy={cache / 'ivy'}", "--packages", ",".join(coords)]
+            packages = ",".join(c for c, _ in coords)
+            cmd = [_spark_submit(), "--conf", f"spark.jars.ivy={cache / 'ivy'}", "--packages", packages]
             done = subprocess.run([*cmd, str(noop)], capture_output=True, text=True, env=_env({}))
         if done.returncode != 0:
             sys.exit(f"[engine] JVM package resolution failed:\n{done.stderr[-2000:]}\n(or set ENGINE_JARS)")
         staging = Path(tempfile.mkdtemp(dir=cache))
-        for coord in coords:
+        (staging / "classpath").mkdir()
+        for coord, on_class_path in coords:
             group, artifact, version = coord.split(":")
-            shutil.copy(cache / "ivy" / "jars" / f"{group}_{artifact}-{version}.jar", staging)
+            jar = cache / "ivy" / "jars" / f"{group}_{artifact}-{version}.jar"
+            into = staging / "classpath" if on_class_path else staging
+            try:
+                os.link(jar, into / jar.name)  # the SDK bundle is large: no second copy when it can be
+            except OSError:
+                shutil.copy(jar, into)
         (staging / ".done").touch()
         publish_jars(staging, jars_dir)
-    return sorted(str(j) for j in jars_dir.glob("*.jar"))
+    return jars_dir
 
 
 def publish_jars(staging: Path, jars_dir: Path) -> None:
@@ -186,6 +215,9 @@ def command(argv: list[str], cache: Path) -> list[str]:
     """The spark-submit command line for ``argv``."""
     own, spark, hydra = split_args(argv)
     jars = engine_jars(cache) + ([own["--jars"]] if own.get("--jars") else [])
+    class_path = ":".join(
+        [*engine_class_path(cache), *([own["--driver-class-path"]] if own.get("--driver-class-path") else [])]
+    )
     java = f"-Dlog4j2.configurationFile=file:{conf_dir() / 'log4j2.properties'}"
     return [
         _spark_submit(),
@@ -194,6 +226,11 @@ def command(argv: list[str], cache: Path) -> list[str]:
         "--driver-memory",
         own.get("--driver-memory") or os.environ.get("ENGINE_DRIVER_MEMORY", "4g"),
         *(["--jars", ",".join(jars)] if jars else []),
+        *(
+            ["--driver-class-path", class_path, "--conf", f"spark.executor.extraClassPath={class_path}"]
+            if class_path
+            else []
+        ),
         "--driver-java-options",
         f"{java} {own['--driver-java-options']}" if own.get("--driver-java-options") else java,
         "--py-files",

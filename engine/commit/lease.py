@@ -1,9 +1,11 @@
 """One run at a time per job: a lease file with an expiry, renewed while the run lives.
 
-Leases live in ``<warehouse>/_engine/leases/<job>/<generation>.json``. Taking the lease creates
-generation ``g + 1`` exclusively (``O_EXCL``), where ``g`` is the newest existing generation and
-is free: expired, or held by a process that no longer exists on this host (a released lease is
-deleted). Of two runs racing for the same generation exactly one creates it;
+Leases live in ``<warehouse>/_engine/leases/<job>/<generation>.json``, on a local disk or an object
+store (:mod:`engine.storage.blobs`). Taking the lease creates generation ``g + 1`` exclusively
+(``O_EXCL`` on a disk, a conditional put, ``If-None-Match: *``, on S3, GCS and Azure), where ``g`` is
+the newest existing generation and is free: expired, or held by a process that no longer exists on
+this host (a released lease is deleted). Of two runs racing for the same generation exactly one
+creates it, whatever machine each runs on;
 the other is refused (exit code 3) with the holder's run id, host and pid. The holder renews its
 expiry from a background thread; before publishing, a run checks that no newer generation exists
 (a run that stalled past its expiry and lost the lease publishes nothing).
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import JobBusyError, JobFailedError
+from engine.storage.blobs import blobs
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +38,8 @@ def _pid_start(pid: int) -> str | None:
 
 class Lease:
     def __init__(self, root: str, job: str, *, run_id: str, ttl_seconds: float) -> None:
-        if "://" in root and not root.startswith("file:"):
-            raise JobFailedError(f"the run lease needs a local or mounted metadata location, not {root}")
-        self.dir = Path(root.removeprefix("file:")) / "leases" / job
+        self.files = blobs(f"{root.rstrip('/')}/leases/{job}")
+        self.dir = self.files.where
         self.job = job
         self.run_id = run_id
         self.ttl = ttl_seconds
@@ -48,15 +50,15 @@ class Lease:
     # -- reading ---------------------------------------------------------------------------------
 
     def _generations(self) -> list[int]:
-        if not self.dir.exists():
-            return []
-        return sorted(int(p.stem) for p in self.dir.glob("*.json") if p.stem.isdigit())
+        stems = (name.removesuffix(".json") for name in self.files.names() if name.endswith(".json"))
+        return sorted(int(stem) for stem in stems if stem.isdigit())
 
     def _read(self, generation: int) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads((self.dir / f"{generation}.json").read_text()))
-        except FileNotFoundError:
+        found = self.files.read(f"{generation}.json")
+        if found is None:
             return None
+        try:
+            return dict(json.loads(found))
         except ValueError:  # being written right now: treat as held
             return {"run_id": "?", "host": "?", "pid": 0, "expires": time.time() + self.ttl}
 
@@ -71,22 +73,17 @@ class Lease:
     # -- taking and giving back ------------------------------------------------------------------
 
     def acquire(self) -> Lease:
-        self.dir.mkdir(parents=True, exist_ok=True)
         gens = self._generations()
         top = gens[-1] if gens else 0
         held = self.holder()
         if held is not None:
             raise self._busy(held)
-        record = self._record()
-        try:
-            fd = os.open(self.dir / f"{top + 1}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:  # another run took this generation a moment ago
-            raise self._busy(self.holder() or {"run_id": "?", "host": "?", "pid": "?"}) from None
-        with os.fdopen(fd, "w") as out:
-            json.dump(record, out)
+        if not self.files.create(f"{top + 1}.json", json.dumps(self._record()).encode()):
+            # another run took this generation a moment ago
+            raise self._busy(self.holder() or {"run_id": "?", "host": "?", "pid": "?"})
         self.generation = top + 1
         for old in gens:  # earlier generations are history
-            (self.dir / f"{old}.json").unlink(missing_ok=True)
+            self.files.delete(f"{old}.json")
         self._thread = threading.Thread(target=self._renew_loop, name="lease", daemon=True)
         self._thread.start()
         log.info("job %s: lease generation %d taken by run %s", self.job, self.generation, self.run_id)
@@ -101,13 +98,9 @@ class Lease:
         if self.generation is None:
             return
         if self.still_held():
-            (self.dir / f"{self.generation}.json").unlink(missing_ok=True)
+            self.files.delete(f"{self.generation}.json")
         self.generation = None
-        for d in (self.dir, self.dir.parent, self.dir.parent.parent):
-            try:
-                d.rmdir()
-            except OSError:
-                break
+        self.files.tidy(3)
 
     def still_held(self) -> bool:
         gens = self._generations()
@@ -143,9 +136,7 @@ class Lease:
 
     def _write(self, record: dict[str, Any]) -> None:
         assert self.generation is not None
-        tmp = self.dir / f".{self.generation}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self.dir / f"{self.generation}.json")  # atomic: readers see old or new
+        self.files.write(f"{self.generation}.json", json.dumps(record).encode())  # readers see old or new
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(max(1.0, self.ttl / 3)):

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from engine.runtime.dag import Dag, DagResult
     from engine.runtime.jobdag import JobDag
     from engine.runtime.jobmanager import JobManager, JobResult
-    from engine.runtime.session import build_session, cached_jars
+    from engine.runtime.session import build_session, cached_class_path, cached_jars
 
 _WHERE = {
     "Dag": "engine.runtime.dag",
@@ -22,9 +22,10 @@ _WHERE = {
     "JobManager": "engine.runtime.jobmanager",
     "JobResult": "engine.runtime.jobmanager",
     "build_session": "engine.runtime.session",
+    "cached_class_path": "engine.runtime.session",
     "cached_jars": "engine.runtime.session",
 }
-__all__ = ["Dag", "DagResult", "JobDag", "JobManager", "JobResult", "build_session", "cached_jars"]
+__all__ = ["Dag", "DagResult", "JobDag", "JobManager", "JobResult", "build_session", "cached_class_path", "cached_jars"]
 
 
 def __getattr__(name: str) -> Any:

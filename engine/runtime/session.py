@@ -46,15 +46,32 @@ def cached_jars(repo_root: Path | None = None) -> list[str]:
     return sorted(str(p) for p in (root / ".cache" / "jars").glob("*.jar"))
 
 
+def cached_class_path(repo_root: Path | None = None) -> list[str]:
+    """The jars ``scripts/bootstrap.sh`` resolved into ``.cache/classpath``: the S3 connector and
+    its SDK, which go on the JVMs' class path at start rather than through ``spark.jars``."""
+    root = repo_root or Path(__file__).resolve().parents[2]
+    return sorted(str(p) for p in (root / ".cache" / "classpath").glob("*.jar"))
+
+
 def build_session(
-    app_name: str, conf: dict[str, Any] | None = None, *, master: str | None = None, jars: list[str] | None = None
+    app_name: str,
+    conf: dict[str, Any] | None = None,
+    *,
+    master: str | None = None,
+    jars: list[str] | None = None,
+    class_path: list[str] | None = None,
 ) -> SparkSession:
-    """Get or create the application's SparkSession with Delta enabled."""
+    """Get or create the application's SparkSession with Delta enabled. ``jars`` are shipped
+    (``spark.jars``); ``class_path`` is put on the class path of the driver JVM this starts and of
+    the executors (the same paths on every machine)."""
     builder = SparkSession.builder.appName(app_name)
     if master:  # under spark-submit the master comes from its command line: leave it unset
         builder = builder.master(master)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+    if class_path:
+        for side in ("driver", "executor"):
+            builder = builder.config(f"spark.{side}.extraClassPath", os.pathsep.join(class_path))
     settings = {**_DEFAULTS, "spark.sql.warehouse.dir": spark_warehouse(), **_DELTA, **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, str(value))
@@ -63,6 +80,7 @@ def build_session(
     # unmodifiable, and a job's `spark.conf` Delta settings would be dropped by run_session.
     spark._jvm.org.apache.spark.sql.delta.sources.DeltaSQLConf.DELTA_SNAPSHOT_PARTITIONS()  # type: ignore[union-attr]
     _size_snapshots(spark)
+    _object_store_settings(spark)
     spark.sparkContext.setLogLevel(os.environ.get("ENGINE_SPARK_LOG_LEVEL", "WARN"))
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # PySpark logs every analysis error it raises, plan and JVM stack included; the engine turns
@@ -72,6 +90,18 @@ def build_session(
 
 
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+
+
+def _object_store_settings(session: SparkSession) -> None:
+    """What the standard ``AWS_*`` variables imply for S3A and S3A does not read itself (the
+    endpoint of an S3-compatible server, the region), unless the user set it (``spark.hadoop.*``).
+    On the Hadoop configuration, not in Spark's: nothing shows in the UI's environment tab."""
+    from engine.storage.options import hadoop_settings
+
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in hadoop_settings().items():
+        if hadoop.get(key) is None:
+            hadoop.set(key, value)
 
 
 def _size_snapshots(session: SparkSession) -> None:

@@ -59,10 +59,14 @@ def test_the_command_has_the_given_jars_the_engine_zip_and_the_driver(
     for name in ("b.jar", "a.jar", "notes.txt"):
         (jars / name).write_text("")
     monkeypatch.setenv("ENGINE_JARS", f"{jars},/opt/extra.jar")
-    cmd = launch.command(["--master", "local[2]", "--jars", "u.jar", "job=demo/orders"], tmp_path)
+    monkeypatch.setenv("ENGINE_CLASS_PATH", "/opt/s3/aws.jar")
+    argv = ["--master", "local[2]", "--jars", "u.jar", "--driver-class-path", "/u/c.jar", "job=demo/orders"]
+    cmd = launch.command(argv, tmp_path)
     assert cmd[0].endswith("/bin/spark-submit")
     assert cmd[cmd.index("--master") + 1] == "local[2]"
     assert cmd[cmd.index("--jars") + 1] == f"{jars}/a.jar,{jars}/b.jar,/opt/extra.jar,u.jar"
+    assert cmd[cmd.index("--driver-class-path") + 1] == "/opt/s3/aws.jar:/u/c.jar", "the user's come after"
+    assert "spark.executor.extraClassPath=/opt/s3/aws.jar:/u/c.jar" in cmd
     assert "log4j2.properties" in cmd[cmd.index("--driver-java-options") + 1]
     zipped = Path(cmd[cmd.index("--py-files") + 1])
     names = zipfile.ZipFile(zipped).namelist()

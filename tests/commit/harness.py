@@ -127,7 +127,7 @@ def driver(
     jobs_dir: Path, wh: Path, *, kill_at: str = "", fail: str = "", extra: list[str] | None = None, job: str = JOB
 ) -> _Driver:
     """Start the job in a new driver process (``python main.py``, the cached jars, local[2])."""
-    from engine.runtime.session import cached_jars
+    from engine.runtime.session import cached_class_path, cached_jars
 
     env = {
         **os.environ,
@@ -138,7 +138,8 @@ def driver(
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_SUBMIT_ARGS": (
             f"--master local[2] --driver-memory 1g --conf spark.ui.enabled=false "
-            f"--jars {','.join(cached_jars(REPO))} pyspark-shell"
+            f"--jars {','.join(cached_jars(REPO))} --driver-class-path {':'.join(cached_class_path(REPO))} "
+            "pyspark-shell"
         ),
     }
     return _Driver(

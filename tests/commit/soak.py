@@ -127,7 +127,7 @@ def soak(args: argparse.Namespace) -> dict[str, object]:
 
 def spark_session() -> SparkSession:
     """The test suite's session (tests/conftest.py): run_here needs one in this process."""
-    from engine.runtime.session import build_session, cached_jars
+    from engine.runtime.session import build_session, cached_class_path, cached_jars
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
@@ -138,7 +138,9 @@ def spark_session() -> SparkSession:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": 2,
         "spark.databricks.delta.snapshotPartitions": 2,
     }
-    return build_session("engine-soak", conf, master="local[2]", jars=cached_jars(REPO))
+    return build_session(
+        "engine-soak", conf, master="local[2]", jars=cached_jars(REPO), class_path=cached_class_path(REPO)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""The run lease: one run of a job at a time, a dead holder does not block, nothing left behind."""
+"""The run lease: one run of a job at a time, a dead holder does not block, nothing left behind;
+on a local disk and on an S3-compatible server (tests/s3.py: a conditional put instead of ``O_EXCL``)."""
 
 from __future__ import annotations
 
@@ -14,53 +15,73 @@ from engine.commit.lease import Lease
 from engine.errors import EXIT_BUSY, JobBusyError
 
 
-def test_a_second_run_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    first = Lease(str(tmp_path / "_engine"), "orders", run_id="run-A", ttl_seconds=60).acquire()
+@pytest.fixture(params=["disk", "s3"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The metadata location the leases live under: a local directory, or a prefix in a new bucket."""
+    if request.param == "disk":
+        return str(tmp_path / "_engine")
+    request.getfixturevalue("s3_env")
+    return f"s3a://{request.getfixturevalue('bucket')}/wh/_engine"
+
+
+def _put(lease: Lease, generation: int, record: dict[str, object]) -> None:
+    lease.files.write(f"{generation}.json", json.dumps(record).encode())
+
+
+def _get(lease: Lease, generation: int) -> dict[str, object]:
+    found = lease.files.read(f"{generation}.json")
+    assert found is not None
+    return dict(json.loads(found))
+
+
+def test_a_second_run_is_refused_naming_the_holder(root: str) -> None:
+    first = Lease(root, "orders", run_id="run-A", ttl_seconds=60).acquire()
     with pytest.raises(JobBusyError, match=r"run run-A on host .* holds its lease") as info:
-        Lease(str(tmp_path / "_engine"), "orders", run_id="run-B", ttl_seconds=60).acquire()
+        Lease(root, "orders", run_id="run-B", ttl_seconds=60).acquire()
     assert info.value.exit_code == EXIT_BUSY == 3
-    Lease(str(tmp_path / "_engine"), "customers", run_id="run-C", ttl_seconds=60).acquire().release()  # other job
+    Lease(root, "customers", run_id="run-C", ttl_seconds=60).acquire().release()  # other job
     first.release()
-    again = Lease(str(tmp_path / "_engine"), "orders", run_id="run-B", ttl_seconds=60).acquire()
+    again = Lease(root, "orders", run_id="run-B", ttl_seconds=60).acquire()
     again.release()
 
 
-def test_release_leaves_nothing_behind(tmp_path: Path) -> None:
-    Lease(str(tmp_path / "_engine"), "orders", run_id="r", ttl_seconds=60).acquire().release()
-    assert not (tmp_path / "_engine").exists()
+def test_release_leaves_nothing_behind(root: str) -> None:
+    lease = Lease(root, "orders", run_id="r", ttl_seconds=60).acquire()
+    assert lease.files.names() == ["1.json"]
+    lease.release()
+    assert lease.files.names() == []
+    if not root.startswith("s3a://"):
+        assert not Path(root).exists()
 
 
-def test_a_dead_holder_on_this_host_does_not_block(tmp_path: Path) -> None:
+def test_a_dead_holder_on_this_host_does_not_block(root: str) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    lease = Lease(str(tmp_path / "_engine"), "orders", run_id="ghost", ttl_seconds=600)
-    lease.dir.mkdir(parents=True)
-    record = {**lease._record(), "pid": dead.pid, "pid_start": "1"}
-    (lease.dir / "7.json").write_text(json.dumps(record))
-    taken = Lease(str(tmp_path / "_engine"), "orders", run_id="next", ttl_seconds=600).acquire()
+    lease = Lease(root, "orders", run_id="ghost", ttl_seconds=600)
+    _put(lease, 7, {**lease._record(), "pid": dead.pid, "pid_start": "1"})
+    taken = Lease(root, "orders", run_id="next", ttl_seconds=600).acquire()
     assert taken.generation == 8
-    assert sorted(p.name for p in lease.dir.iterdir()) == ["8.json"]
+    assert lease.files.names() == ["8.json"]
     taken.release()
 
 
-def test_an_expired_lease_of_another_host_is_taken_over(tmp_path: Path) -> None:
-    lease = Lease(str(tmp_path / "_engine"), "orders", run_id="far", ttl_seconds=600)
-    lease.dir.mkdir(parents=True)
+def test_an_expired_lease_of_another_host_is_taken_over(root: str) -> None:
+    lease = Lease(root, "orders", run_id="far", ttl_seconds=600)
     far = {"run_id": "far", "host": "elsewhere", "pid": 1, "expires": time.time() + 60}
-    (lease.dir / "1.json").write_text(json.dumps(far))
+    _put(lease, 1, far)
     with pytest.raises(JobBusyError, match="host elsewhere"):
-        Lease(str(tmp_path / "_engine"), "orders", run_id="me", ttl_seconds=600).acquire()
-    (lease.dir / "1.json").write_text(json.dumps({**far, "expires": time.time() - 1}))
-    Lease(str(tmp_path / "_engine"), "orders", run_id="me", ttl_seconds=600).acquire().release()
+        Lease(root, "orders", run_id="me", ttl_seconds=600).acquire()
+    _put(lease, 1, {**far, "expires": time.time() - 1})
+    Lease(root, "orders", run_id="me", ttl_seconds=600).acquire().release()
 
 
-def test_of_many_racing_runs_exactly_one_wins(tmp_path: Path) -> None:
+def test_of_many_racing_runs_exactly_one_wins(root: str) -> None:
     won: list[Lease] = []
     refused: list[str] = []
     start = threading.Barrier(8)
 
     def race(i: int) -> None:
-        lease = Lease(str(tmp_path / "_engine"), "orders", run_id=f"run-{i}", ttl_seconds=60)
+        lease = Lease(root, "orders", run_id=f"run-{i}", ttl_seconds=60)
         start.wait()
         try:
             won.append(lease.acquire())
@@ -76,22 +97,22 @@ def test_of_many_racing_runs_exactly_one_wins(tmp_path: Path) -> None:
     won[0].release()
 
 
-def test_a_holder_that_lost_its_lease_may_not_publish(tmp_path: Path) -> None:
-    stale = Lease(str(tmp_path / "_engine"), "orders", run_id="slow", ttl_seconds=5).acquire()
+def test_a_holder_that_lost_its_lease_may_not_publish(root: str) -> None:
+    stale = Lease(root, "orders", run_id="slow", ttl_seconds=5).acquire()
     stale._stop.set()  # it stalls: no renewals
-    path = stale.dir / f"{stale.generation}.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "expires": time.time() - 1}))
-    fresh = Lease(str(tmp_path / "_engine"), "orders", run_id="fresh", ttl_seconds=60).acquire()
+    assert stale.generation is not None
+    _put(stale, stale.generation, {**_get(stale, stale.generation), "expires": time.time() - 1})
+    fresh = Lease(root, "orders", run_id="fresh", ttl_seconds=60).acquire()
     with pytest.raises(Exception, match="run slow lost the lease of job orders"):
         stale.check()
     fresh.check()
     fresh.release()
 
 
-def test_the_holder_renews_its_expiry(tmp_path: Path) -> None:
-    lease = Lease(str(tmp_path / "_engine"), "orders", run_id="r", ttl_seconds=3).acquire()
-    path = lease.dir / f"{lease.generation}.json"
-    first = json.loads(path.read_text())["expires"]
+def test_the_holder_renews_its_expiry(root: str) -> None:
+    lease = Lease(root, "orders", run_id="r", ttl_seconds=3).acquire()
+    assert lease.generation is not None
+    first = float(str(_get(lease, lease.generation)["expires"]))
     time.sleep(2.5)
-    assert json.loads(path.read_text())["expires"] > first
+    assert float(str(_get(lease, lease.generation)["expires"])) > first
     lease.release()

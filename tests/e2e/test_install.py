@@ -140,8 +140,14 @@ def test_without_engine_jars_the_jvm_packages_are_resolved_once_into_the_user_ca
     (tmp_path / "ivy").symlink_to(REPO / ".cache" / "ivy")
     monkeypatch.setattr(launch, "SOURCE_TREE", tmp_path / "no-tree")  # as installed: no .cache/jars beside it
     monkeypatch.delenv("ENGINE_JARS", raising=False)
+    monkeypatch.delenv("ENGINE_CLASS_PATH", raising=False)
     jars = launch.engine_jars(tmp_path)
     want = sorted(p.name for p in (REPO / ".cache" / "jars").glob("*.jar"))
     assert sorted(Path(j).name for j in jars) == want
     assert all(Path(j).parent.parent == tmp_path and Path(j).stat().st_size > 0 for j in jars)
     assert launch.engine_jars(tmp_path) == jars, "resolved once: the second call finds them"
+    class_path = launch.engine_class_path(tmp_path)
+    assert sorted(Path(j).name for j in class_path) == sorted(
+        p.name for p in (REPO / ".cache" / "classpath").glob("*.jar")
+    )
+    assert any("hadoop-aws" in j for j in class_path) and not any("hadoop-aws" in j for j in jars)

@@ -1,0 +1,8 @@
+"""Where the engine's own files live, local or on an object store, reached from Python.
+
+:mod:`engine.storage.options` turns the deployment's settings (the standard ``AWS_*`` variables)
+into the options every client gets alike: Spark's S3A connector, delta-rs and the object-store
+client. :mod:`engine.storage.blobs` is the small set of whole-object operations the run lease needs
+(list, read, create-if-absent, overwrite, delete) with one implementation per kind of store: a local
+directory (``O_EXCL``) and an object store (a conditional put: ``If-None-Match: *``).
+"""

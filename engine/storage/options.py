@@ -1,0 +1,75 @@
+"""The settings that reach an object store, one source for every client of it.
+
+Without a named connection the default AWS chain applies, as users know it: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION`` (or ``AWS_DEFAULT_REGION``) and
+``AWS_ENDPOINT_URL`` (an S3-compatible server). Spark's S3A connector reads the credentials from the
+environment itself but not the endpoint: :func:`hadoop_settings` carries it (path-style addressing,
+as S3-compatible servers need). delta-rs and obstore read the same variables; :func:`store_options`
+adds what they need beside them (plain HTTP to an ``http://`` endpoint).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+OBJECT_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "az", "azure")
+"""URL schemes of object stores (no rename, no shared lock files: conditional puts instead)."""
+
+
+def scheme(path: str) -> str:
+    """``path``'s URL scheme, lower case (``""`` for a plain local path)."""
+    head, sep, _ = path.partition("://")
+    return head.lower() if sep and head.isalnum() else ""
+
+
+def is_object_store(path: str) -> bool:
+    return scheme(path) in OBJECT_SCHEMES
+
+
+def is_local(path: str) -> bool:
+    return scheme(path) in ("", "file")
+
+
+def local_path(path: str) -> str:
+    """A local path or ``file:`` URL as a plain path."""
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    return path.removeprefix("file:")
+
+
+def _endpoint(env: Mapping[str, str]) -> str:
+    return env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
+
+
+def _region(env: Mapping[str, str]) -> str:
+    return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+
+
+def hadoop_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Hadoop settings for S3A that the environment implies and S3A does not read itself."""
+    env = os.environ if env is None else env
+    settings = {}
+    if endpoint := _endpoint(env):
+        settings["fs.s3a.endpoint"] = endpoint
+        settings["fs.s3a.path.style.access"] = "true"
+    if region := _region(env):
+        settings["fs.s3a.endpoint.region"] = region
+    return settings
+
+
+def store_options(path: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Options for delta-rs (``storage_options``) and obstore (``config``) of ``path``, beside what
+    they read from the environment themselves: nothing for a local path."""
+    env = os.environ if env is None else env
+    if scheme(path) not in ("s3", "s3a", "s3n"):
+        return {}
+    options = {}
+    if endpoint := _endpoint(env):
+        options["aws_endpoint"] = endpoint
+        options["aws_virtual_hosted_style_request"] = "false"
+        if endpoint.startswith("http://"):
+            options["aws_allow_http"] = "true"
+    if region := _region(env):
+        options["aws_region"] = region
+    return options

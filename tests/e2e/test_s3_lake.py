@@ -1,0 +1,111 @@
+"""The lake on object storage: ``warehouse=s3a://...`` through ``./spark-submit.sh`` against the
+session's S3-compatible server (tests/s3.py), read back with independent clients (delta-rs and boto3
+over S3, not Spark): every record once, the metadata where it belongs, one run of a job at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from tests.e2e import REPO, SUBMIT
+from tests.s3 import S3Server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.s3]
+
+
+def _env(s3: S3Server) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **s3.env()}
+
+
+def submit(s3: S3Server, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SUBMIT, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=_env(s3))
+
+
+def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    parsed = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def table(s3: S3Server, url: str) -> DeltaTable:
+    """The Delta table at ``url`` read by delta-rs with the server's endpoint (credentials: explicit)."""
+    options = {
+        "aws_endpoint": s3.endpoint,
+        "aws_allow_http": "true",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    return DeltaTable(url, storage_options=options)
+
+
+def keys(s3: S3Server, bucket: str, prefix: str) -> list[str]:
+    pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def test_the_demo_job_with_its_warehouse_on_s3(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+    wh = f"s3a://{bucket}/lake"
+    proc = submit(s3_server, "job=demo/orders", f"warehouse={wh}", "progress=off")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = summary(proc)
+    assert s["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
+    assert (s["records_read"], s["errors"]) == (48, 7)
+
+    orders = table(s3_server, f"{wh}/orders").to_pyarrow_table().to_pylist()
+    assert sorted(r["order_id"] for r in orders) == list(range(1, 41)), "every good order once"
+    errors = table(s3_server, f"{wh}/_errors/orders").to_pyarrow_table().to_pylist()
+    assert len(errors) == 7 and {e["run_id"] for e in errors} == {s["run_id"]}
+    (state,) = table(s3_server, f"{wh}/_engine/state").to_pyarrow_table().to_pylist()
+    assert state["dataset"] and state["watermark"], state
+    runs = table(s3_server, f"{wh}/_engine/runs").to_pyarrow_table().to_pylist()
+    assert "SUCCEEDED" in {r["status"] for r in runs if r["run_id"] == s["run_id"]}
+    extracts = [k for k in keys(s3_server, bucket, "lake/extracts/big_orders/") if k.endswith(".parquet")]
+    local = tmp_path / "big_orders"
+    local.mkdir()
+    for key in extracts:
+        s3_server.client().download_file(bucket, key, str(local / key.rsplit("/", 1)[1]))
+    assert pq.read_table(local).num_rows == 15
+    assert not keys(s3_server, bucket, "lake/_engine/leases/"), "the lease is given back"
+    assert not [k for k in keys(s3_server, bucket, "lake/") if "/_staging" in k or k.endswith(".tmp")]
+
+    again = submit(s3_server, "job=demo/orders", f"warehouse={wh}", "progress=off")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert summary(again)["records_read"] == 0, "nothing new: the watermark on S3 was read back"
+    assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
+
+
+def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(s3_server: S3Server, bucket: str) -> None:
+    wh = f"s3a://{bucket}/lake"
+    first = subprocess.Popen(
+        [*SUBMIT, "job=demo/orders", f"warehouse={wh}", "progress=off"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=_env(s3_server),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not keys(s3_server, bucket, "lake/_engine/leases/orders/"):
+            assert first.poll() is None and time.monotonic() < deadline, "the first run never took its lease"
+            time.sleep(0.2)
+        second = submit(s3_server, "job=demo/orders", f"warehouse={wh}", "progress=off")
+        _, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err[-3000:]
+    assert second.returncode == 3, second.stderr[-3000:]
+    refused = summary(second)
+    assert "job orders is already running" in refused["message"] and "holds its lease" in refused["message"]
+    assert f"s3a://{bucket}/lake/_engine/leases/orders" in refused["message"], "it says where the lease is"
+    assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40, "the refused run wrote nothing"
