@@ -2,8 +2,9 @@
 
 :class:`S3Server` runs ``python -m moto.server`` (from this interpreter's environment: moto is pinned in
 requirements.lock) on 127.0.0.1 and a free port, waits until it answers HTTP, and on :meth:`S3Server.stop`
-terminates it and waits for it (no process is left). Clients talk to it over real HTTP with the fixed test
-credentials (moto accepts any): :meth:`S3Server.options` for ``engine.copy.fs.resolve``,
+terminates it and waits for it (no process is left). Clients talk to it over real HTTP with credentials that must be
+right: the server enforces IAM authentication and issues one user's access key at start
+(:attr:`S3Server.access_key`, :attr:`S3Server.secret_key`). :meth:`S3Server.options` for ``engine.copy.fs.resolve``,
 :meth:`S3Server.client` for an independent boto3 client, :meth:`S3Server.env` for the standard
 ``AWS_*`` variables every client reads (Spark's S3A, delta-rs, obstore).
 
@@ -32,8 +33,9 @@ import pytest
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
-ACCESS_KEY = "testing"
-SECRET_KEY = "testing"
+ADMIN_SETUP_CALLS = 3
+"""Requests the server takes without credentials (``INITIAL_NO_AUTH_ACTION_COUNT``): creating the
+test user, its access key and its policy. Every later request must be signed with that key."""
 
 
 def _free_port() -> int:
@@ -55,6 +57,8 @@ class S3Server:
         self.base = Path(tempfile.mkdtemp(prefix="engine-s3-"))
         self.log = self.base / "server.log"
         self.port = 0
+        self.access_key = ""
+        self.secret_key = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -63,13 +67,18 @@ class S3Server:
 
     def options(self) -> dict[str, Any]:
         """Options for ``engine.copy.fs.resolve`` of an ``s3://`` URL on this server."""
-        return {"endpoint": self.endpoint, "region": REGION, "access_key": ACCESS_KEY, "secret_key": SECRET_KEY}
+        return {
+            "endpoint": self.endpoint,
+            "region": REGION,
+            "access_key": self.access_key,
+            "secret_key": self.secret_key,
+        }
 
     def env(self) -> dict[str, str]:
         """The standard variables pointing every AWS client at this server."""
         return {
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
             "AWS_REGION": REGION,
             "AWS_ENDPOINT_URL": self.endpoint,
         }
@@ -82,8 +91,8 @@ class S3Server:
             "s3",
             endpoint_url=self.endpoint,
             region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
         )
 
     def make_bucket(self, name: str) -> str:
@@ -95,10 +104,13 @@ class S3Server:
         for attempt in range(1, attempts + 1):
             self.port = _free_port()
             cmd = [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(self.port)]
+            env = {**_server_env(), "INITIAL_NO_AUTH_ACTION_COUNT": str(ADMIN_SETUP_CALLS)}
             with self.log.open("ab") as log:
-                self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_server_env())
+                self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
                 ready = self._wait_ready()
+                if ready:
+                    self._issue_credentials()
             except BaseException:
                 self.stop()
                 raise
@@ -109,6 +121,25 @@ class S3Server:
             if "in use" not in text or attempt == attempts:
                 raise RuntimeError(f"moto server did not start on {self.endpoint}:\n{text[-3000:]}")
         raise AssertionError("unreachable")
+
+    def _issue_credentials(self) -> None:
+        """The test user, its access key and an allow-all policy: the server's unauthenticated calls."""
+        import json
+
+        import boto3
+
+        iam = boto3.client(
+            "iam",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+        )
+        iam.create_user(UserName="engine-tests")
+        key = iam.create_access_key(UserName="engine-tests")["AccessKey"]
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="engine-tests", PolicyName="all", PolicyDocument=json.dumps(policy))
+        self.access_key, self.secret_key = key["AccessKeyId"], key["SecretAccessKey"]
 
     def _wait_ready(self, timeout: float = 60) -> bool:
         """True once the server answers HTTP; False if it exited first."""

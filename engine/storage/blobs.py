@@ -9,14 +9,14 @@ atomic on object stores).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.storage.options import is_local, local_path, store_options
+from engine.errors import ConfigError
+from engine.storage.options import CREDENTIALS_FROM, is_local, local_path, store_options
 
 
 class Blobs(ABC):
@@ -100,22 +100,50 @@ class LocalBlobs(Blobs):
 
 
 class StoreBlobs(Blobs):
-    """An object store prefix through obstore (the Rust ``object_store`` delta-rs uses too)."""
+    """An object store prefix through obstore (the Rust ``object_store`` delta-rs uses too). A
+    missing bucket, refused credentials or an unreachable endpoint is a :class:`ConfigError`
+    naming the location, the endpoint and where the credentials came from."""
 
     def __init__(self, url: str, options: Mapping[str, str]) -> None:
         from obstore.store import from_url
 
         self.where = url.rstrip("/")
+        self._endpoint = options.get("aws_endpoint") or "the provider's default endpoint"
         config = {k: v for k, v in options.items() if k != "aws_allow_http"}
         client: dict[str, Any] = {"allow_http": True} if options.get("aws_allow_http") == "true" else {}
-        self._store = from_url(self.where, config=config or None, client_options=client or None)  # type: ignore[call-overload,arg-type]
+        try:
+            self._store = from_url(self.where, config=config or None, client_options=client or None)  # type: ignore[call-overload,arg-type]
+        except Exception as exc:  # an unknown scheme or option: obstore says which
+            raise ConfigError(f"cannot open {self.where}: {exc}") from None
+
+    def _failed(self, exc: Exception) -> Exception:
+        from obstore.exceptions import BaseError, PermissionDeniedError, UnauthenticatedError
+
+        text = str(exc)
+        bucket = self.where.split("://", 1)[1].split("/", 1)[0]
+        if "NoSuchBucket" in text:
+            reason = f"bucket `{bucket}` does not exist at {self._endpoint}"
+        elif isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or any(
+            code in text for code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403 Forbidden")
+        ):
+            reason = f"access to bucket `{bucket}` at {self._endpoint} was refused: check the credentials"
+        elif "error sending request" in text or "Connect" in text or "dns error" in text:
+            reason = f"cannot reach {self._endpoint}"
+        elif isinstance(exc, BaseError):
+            reason = text.splitlines()[0][:300]
+        else:
+            return exc
+        return ConfigError(f"{self.where}: {reason} (credentials and endpoint: {CREDENTIALS_FROM})")
 
     def names(self) -> list[str]:
         import obstore
 
         found = []
-        for page in obstore.list(self._store):
-            found += [str(meta["path"]) for meta in page]
+        try:
+            for page in obstore.list(self._store):
+                found += [str(meta["path"]) for meta in page]
+        except Exception as exc:
+            raise self._failed(exc) from None
         return sorted(n for n in found if "/" not in n)
 
     def read(self, name: str) -> bytes | None:
@@ -125,6 +153,8 @@ class StoreBlobs(Blobs):
             return bytes(obstore.get(self._store, name).bytes())
         except FileNotFoundError:
             return None
+        except Exception as exc:
+            raise self._failed(exc) from None
 
     def create(self, name: str, data: bytes) -> bool:
         import obstore
@@ -134,15 +164,24 @@ class StoreBlobs(Blobs):
             obstore.put(self._store, name, data, mode="create")
         except (AlreadyExistsError, PreconditionError):
             return False
+        except Exception as exc:
+            raise self._failed(exc) from None
         return True
 
     def write(self, name: str, data: bytes) -> None:
         import obstore
 
-        obstore.put(self._store, name, data)
+        try:
+            obstore.put(self._store, name, data)
+        except Exception as exc:
+            raise self._failed(exc) from None
 
     def delete(self, name: str) -> None:
         import obstore
 
-        with contextlib.suppress(FileNotFoundError):
+        try:
             obstore.delete(self._store, name)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise self._failed(exc) from None

@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+CREDENTIALS_FROM = "the AWS_* environment variables, ~/.aws, or the instance's role"
+"""Where an object store client finds its settings when no connection names them (for messages)."""
+
 OBJECT_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "az", "azure")
 """URL schemes of object stores (no rename, no shared lock files: conditional puts instead)."""
 

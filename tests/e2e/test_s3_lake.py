@@ -41,8 +41,8 @@ def table(s3: S3Server, url: str) -> DeltaTable:
         "aws_endpoint": s3.endpoint,
         "aws_allow_http": "true",
         "aws_region": "us-east-1",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
+        "aws_access_key_id": s3.access_key,
+        "aws_secret_access_key": s3.secret_key,
     }
     return DeltaTable(url, storage_options=options)
 
@@ -109,3 +109,43 @@ def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(s3_server: S3Serv
     assert "job orders is already running" in refused["message"] and "holds its lease" in refused["message"]
     assert f"s3a://{bucket}/lake/_engine/leases/orders" in refused["message"], "it says where the lease is"
     assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40, "the refused run wrote nothing"
+
+
+@pytest.mark.parametrize(
+    ("where", "env", "needle"),
+    [
+        pytest.param(
+            "s3a://no-such-bucket/lake", {}, "bucket `no-such-bucket` does not exist at http://", id="no-bucket"
+        ),
+        pytest.param(
+            "s3a://{bucket}/lake",
+            {"AWS_SECRET_ACCESS_KEY": "wrong"},
+            "access to bucket `{bucket}` at http://127.0.0.1:{port} was refused: check the credentials",
+            id="wrong-secret",
+        ),
+        pytest.param(
+            "s3a://{bucket}/lake",
+            {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+            "cannot reach http://127.0.0.1:9",
+            id="no-server",
+        ),
+    ],
+)
+def test_a_warehouse_it_cannot_use_is_a_config_error_and_nothing_is_written(
+    s3_server: S3Server, bucket: str, where: str, env: dict[str, str], needle: str
+) -> None:
+    wh = where.format(bucket=bucket)
+    proc = subprocess.run(
+        [*SUBMIT, "job=demo/orders", f"warehouse={wh}", "progress=off"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**_env(s3_server), **env},
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    message = summary(proc)["message"]
+    assert needle.format(bucket=bucket, port=s3_server.port) in message, message
+    assert message.startswith(wh), "it names the location"
+    assert "wrong" not in proc.stdout + proc.stderr, "no credential is shown"
+    assert keys(s3_server, bucket, "") == []
