@@ -59,7 +59,9 @@ class Run:
     def lease(self) -> Lease:
         from engine.commit.lease import Lease
 
-        return Lease(f"{self.warehouse}/_engine", self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl)
+        root = f"{self.warehouse}/_engine"
+        files = self.conf.storage.blobs(f"{root}/leases/{self.spec.name}")
+        return Lease(root, self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl, files=files)
 
     @property
     def ttl(self) -> float:
@@ -94,10 +96,12 @@ def _start(app: AppConfig, conf: AppConf, run_id: str, stop: Stop) -> Run:
 
     from engine.runtime import build_session
     from engine.runtime.discovery import discover
-    from engine.runtime.session import fair_pools, run_session
+    from engine.runtime.session import fair_pools, object_store_settings, run_session
 
     settings = {**fair_pools(spec.pools), **conf.spark.conf}
-    spark = run_session(build_session(conf.spark.app_name, settings), conf.spark.conf)
+    root = build_session(conf.spark.app_name, settings)
+    object_store_settings(root, conf.storage.hadoop_settings())
+    spark = run_session(root, conf.spark.conf)
     if spec.discover is not None:
         found = discover(spark, spec.discover, file=app.job_file)
         spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse, found=found)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import JobBusyError, JobFailedError
-from engine.storage.blobs import blobs
+from engine.storage.blobs import Blobs, blobs
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,8 @@ def _pid_start(pid: int) -> str | None:
 
 
 class Lease:
-    def __init__(self, root: str, job: str, *, run_id: str, ttl_seconds: float) -> None:
-        self.files = blobs(f"{root.rstrip('/')}/leases/{job}")
+    def __init__(self, root: str, job: str, *, run_id: str, ttl_seconds: float, files: Blobs | None = None) -> None:
+        self.files = files or blobs(f"{root.rstrip('/')}/leases/{job}")
         self.dir = self.files.where
         self.job = job
         self.run_id = run_id

@@ -17,6 +17,20 @@ other, and masks it the same way.
     user: ingest
     password: ENC(gAAAAAB...)
 
+An ``s3`` connection serves the buckets it lists, wherever a path names them (the warehouse,
+sources, sinks): a run uses the ones ``storage.connections`` names (a list of connection names,
+turned here into ``{name: the connection's keys}`` for :class:`engine.spec.app.StorageConf`).
+
+.. code-block:: yaml
+
+    # conf/connections/lake_s3.yaml
+    type: s3
+    buckets: [lake, landing]
+    endpoint: https://minio.internal:9000   # leave out for AWS
+    region: eu-west-1
+    access_key: AKIA...
+    secret_key: ENC(gAAAAAB...)
+
 Kinds (``type``) and the keys each may hold, and the node types that may use them, are in
 :data:`KINDS`. A missing or unknown connection, a key its kind does not take, or a connection of
 another kind is a :class:`~engine.errors.ConfigError` naming the key and the file.
@@ -40,8 +54,10 @@ CONNECTIONS_ENV = "ENGINE_CONNECTIONS_DIR"
 KEY = "connection"
 SUFFIXES = (".conf", ".yaml", ".yml")
 _LOGIN = frozenset({"url", "user", "password", "driver"})
+_S3 = frozenset({"buckets", "endpoint", "region", "access_key", "secret_key", "session_token", "path_style"})
 KINDS: dict[str, tuple[frozenset[str], dict[str, frozenset[str]]]] = {
     "jdbc": (_LOGIN | {"options"}, {"jdbc": _LOGIN | {"options"}, "jdbc_tables": _LOGIN}),
+    "s3": (_S3, {}),
 }
 """``type`` -> (the keys a connection of that kind holds, {a node type that can use it: the keys
 that node takes from it})."""
@@ -54,11 +70,13 @@ def connections_dir() -> Path:
 
 def with_connections(data: dict[str, Any]) -> dict[str, Any]:
     """A copy of the composed config ``data`` where every source (and fan-out discovery) of its
-    ``job`` that names a ``connection`` holds the connection's keys and no ``connection``."""
+    ``job`` that names a ``connection`` holds the connection's keys and no ``connection``, and
+    ``storage.connections`` holds the named object-store connections' keys."""
+    loaded: dict[str, tuple[dict[str, Any], Path]] = {}
+    data = _storage(data, loaded)
     job = data.get("job")
     if not isinstance(job, dict):
         return data
-    loaded: dict[str, tuple[dict[str, Any], Path]] = {}
     out = dict(_sources(job, "job", loaded))  # a copy: the composed config stays as it was
     dags = out.get("dags")
     if isinstance(dags, dict):
@@ -72,6 +90,28 @@ def with_connections(data: dict[str, Any]) -> dict[str, Any]:
             fan_out["discover"] = _filled(fan_out["discover"], "job.fan_out.discover", loaded)
         out["fan_out"] = fan_out
     return {**data, "job": out}
+
+
+def _storage(data: dict[str, Any], loaded: dict[str, tuple[dict[str, Any], Path]]) -> dict[str, Any]:
+    storage = data.get("storage")
+    names = storage.get("connections") if isinstance(storage, dict) else None
+    if names is None:
+        return data
+    assert isinstance(storage, dict)
+    if names == []:
+        return {**data, "storage": {**storage, "connections": {}}}
+    key = "storage.connections"
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError("a list of connection names, e.g. [lake_s3]", key=key)
+    found = {}
+    for i, name in enumerate(names):
+        if name not in loaded:
+            loaded[name] = _load(name, f"{key}.{i}")
+        conf, file = loaded[name]
+        if conf["type"] != "s3":
+            raise ConfigError(f"connection `{name}` is a {conf['type']} connection ({file}), not s3", key=f"{key}.{i}")
+        found[name] = {k: v for k, v in conf.items() if k != "type"}
+    return {**data, "storage": {**storage, "connections": found}}
 
 
 def _sources(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:

@@ -94,14 +94,22 @@ SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 def _object_store_settings(session: SparkSession) -> None:
     """What the standard ``AWS_*`` variables imply for S3A and S3A does not read itself (the
-    endpoint of an S3-compatible server, the region), unless the user set it (``spark.hadoop.*``).
-    On the Hadoop configuration, not in Spark's: nothing shows in the UI's environment tab."""
+    endpoint of an S3-compatible server, the region), unless the user set it (``spark.hadoop.*``)."""
     from engine.storage.options import hadoop_settings
 
     hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     for key, value in hadoop_settings().items():
         if hadoop.get(key) is None:
             hadoop.set(key, value)
+
+
+def object_store_settings(session: SparkSession, settings: dict[str, str]) -> None:
+    """Set a run's object-store connections (S3A's per-bucket keys, secrets included) on the
+    application's Hadoop configuration, not in Spark's: nothing shows in the UI's environment tab
+    or the event log. File systems opened earlier in the application keep what they had."""
+    hadoop = session.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in settings.items():
+        hadoop.set(key, value)
 
 
 def _size_snapshots(session: SparkSession) -> None:

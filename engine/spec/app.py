@@ -15,6 +15,8 @@ from pydantic_core import PydanticCustomError
 
 from engine.spec.validation import validate
 from engine.state.backends import BACKENDS as METADATA_BACKENDS
+from engine.storage.blobs import Blobs, blobs
+from engine.storage.options import bucket, connection_hadoop_settings, store_options
 
 __all__ = ["MODES", "PROGRESS_VIEWS", "AppConf", "CheckpointConf", "CommitConf", "LeaseConf", "app_conf"]
 
@@ -111,6 +113,80 @@ class MetadataConf(_Strict):
         return _one_of(backend, METADATA_BACKENDS, "unknown_backend", "unknown metadata backend")
 
 
+class S3ConnectionConf(_Strict):
+    """An ``s3`` connection (``conf/connections/<name>.yaml``, :mod:`engine.config.connections`):
+    the buckets it serves and how to reach them. Unset keys fall back to the AWS defaults (the
+    ``AWS_*`` variables, ``~/.aws``, the instance's role)."""
+
+    buckets: list[Text] = Field(min_length=1)
+    """The buckets this connection serves, wherever a path names them."""
+    endpoint: Text | None = None
+    """An S3-compatible server's URL (``https://minio:9000``); unset: AWS."""
+    region: Text | None = None
+    access_key: Text | None = None
+    secret_key: Text | None = None
+    """Write it ``ENC(...)`` (README "Encrypted secrets")."""
+    session_token: Text | None = None
+    path_style: bool | None = None
+    """Address buckets as ``endpoint/bucket``; default: yes when an endpoint is given."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, endpoint: str | None) -> str | None:
+        if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+            raise PydanticCustomError(
+                "endpoint", "an endpoint is an http:// or https:// URL, not `{e}`", {"e": endpoint}
+            )
+        return endpoint
+
+
+class StorageConf(_Strict):
+    """Object stores: ``storage.connections`` names the ``s3`` connections a run uses (a list on
+    the command line, ``storage.connections=[lake_s3]``; each one's keys once loaded)."""
+
+    connections: dict[str, S3ConnectionConf] = {}
+
+    @field_validator("connections", mode="before")
+    @classmethod
+    def _none_named(cls, raw: Any) -> Any:
+        return {} if raw == [] else raw  # the shipped default: no connection
+
+    @field_validator("connections")
+    @classmethod
+    def _one_per_bucket(cls, connections: dict[str, S3ConnectionConf]) -> dict[str, S3ConnectionConf]:
+        served: dict[str, str] = {}
+        for name, conn in connections.items():
+            for name_of_bucket in conn.buckets:
+                if name_of_bucket in served:
+                    raise PydanticCustomError(
+                        "bucket_twice",
+                        "bucket `{b}` is served by connections `{a}` and `{n}`: name one",
+                        {"b": name_of_bucket, "a": served[name_of_bucket], "n": name},
+                    )
+                served[name_of_bucket] = name
+        return connections
+
+    def serving(self, path: str) -> tuple[str, S3ConnectionConf] | None:
+        """The connection (name, keys) of ``path``'s bucket, if one serves it."""
+        if not path.startswith(("s3://", "s3a://", "s3n://")):
+            return None
+        wanted = bucket(path)
+        return next(((n, c) for n, c in self.connections.items() if wanted in c.buckets), None)
+
+    def hadoop_settings(self) -> dict[str, str]:
+        """S3A's per-bucket settings of every connection."""
+        return {k: v for c in self.connections.values() for k, v in connection_hadoop_settings(c.model_dump()).items()}
+
+    def blobs(self, location: str) -> Blobs:
+        """:func:`engine.storage.blobs.blobs` of ``location`` with the connection serving it."""
+        found = self.serving(location)
+        if found is None:
+            return blobs(location)
+        name, conn = found
+        via = f"connection `{name}`"
+        return blobs(location, store_options(location, connection=conn.model_dump()), via=via)
+
+
 class SparkConf(_Strict):
     """The ``spark`` config group (``conf/spark/<name>.yaml``): the application's SparkSession."""
 
@@ -152,6 +228,8 @@ class AppConf(_Strict):
     """The job's run lease."""
     metadata: MetadataConf = MetadataConf()
     """How the metadata and error tables are reached."""
+    storage: StorageConf = StorageConf()
+    """Object-store connections."""
     spark: SparkConf = SparkConf()
     """The SparkSession's settings."""
     job: dict[str, Any]

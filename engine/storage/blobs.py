@@ -48,12 +48,13 @@ class Blobs(ABC):
         """Remove this directory and up to ``levels - 1`` parents if they are empty (a disk's)."""
 
 
-def blobs(location: str, options: Mapping[str, str] | None = None) -> Blobs:
+def blobs(location: str, options: Mapping[str, str] | None = None, *, via: str = CREDENTIALS_FROM) -> Blobs:
     """The :class:`Blobs` of ``location``: a local path (or ``file:`` URL), else an object store URL
-    (``s3a://bucket/prefix``) reached with ``options`` (obstore's keys) over the environment's."""
+    (``s3a://bucket/prefix``) reached with ``options`` (obstore's keys; default: the environment's
+    settings), which came from ``via`` (for messages)."""
     if is_local(location):
         return LocalBlobs(Path(local_path(location)))
-    return StoreBlobs(location, {**store_options(location), **(options or {})})
+    return StoreBlobs(location, store_options(location) if options is None else options, via=via)
 
 
 class LocalBlobs(Blobs):
@@ -104,10 +105,11 @@ class StoreBlobs(Blobs):
     missing bucket, refused credentials or an unreachable endpoint is a :class:`ConfigError`
     naming the location, the endpoint and where the credentials came from."""
 
-    def __init__(self, url: str, options: Mapping[str, str]) -> None:
+    def __init__(self, url: str, options: Mapping[str, str], *, via: str = CREDENTIALS_FROM) -> None:
         from obstore.store import from_url
 
         self.where = url.rstrip("/")
+        self._via = via
         self._endpoint = options.get("aws_endpoint") or "the provider's default endpoint"
         config = {k: v for k, v in options.items() if k != "aws_allow_http"}
         client: dict[str, Any] = {"allow_http": True} if options.get("aws_allow_http") == "true" else {}
@@ -133,7 +135,7 @@ class StoreBlobs(Blobs):
             reason = text.splitlines()[0][:300]
         else:
             return exc
-        return ConfigError(f"{self.where}: {reason} (credentials and endpoint: {CREDENTIALS_FROM})")
+        return ConfigError(f"{self.where}: {reason} (credentials and endpoint: {self._via})")
 
     def names(self) -> list[str]:
         import obstore

@@ -149,3 +149,57 @@ def test_a_warehouse_it_cannot_use_is_a_config_error_and_nothing_is_written(
     assert message.startswith(wh), "it names the location"
     assert "wrong" not in proc.stdout + proc.stderr, "no credential is shown"
     assert keys(s3_server, bucket, "") == []
+
+
+def _connection(folder: Path, bucket: str, s3: S3Server, secret: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / "lake_s3.yaml").write_text(
+        "type: s3\n"
+        f"buckets: [{bucket}]\n"
+        f"endpoint: {s3.endpoint}\n"
+        "region: us-east-1\n"
+        f"access_key: {s3.access_key}\n"
+        f"secret_key: {secret}\n"
+    )
+
+
+def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables(
+    s3_server: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    from cryptography.fernet import Fernet
+
+    from engine.config.secrets import MASTER_KEY_ENV, encrypt
+
+    master = tmp_path / "master.key"
+    master.write_text(Fernet.generate_key().decode())
+    master.chmod(0o600)
+    fernet = Fernet(master.read_text().encode())
+    connections, events = tmp_path / "connections", tmp_path / "events"
+    events.mkdir()
+    _connection(connections, bucket, s3_server, encrypt(s3_server.secret_key, fernet))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # only the connection knows
+    env.update({MASTER_KEY_ENV: str(master), "ENGINE_CONNECTIONS_DIR": str(connections)})
+    wh = f"s3a://{bucket}/lake"
+    args = ["job=demo/orders", f"warehouse={wh}", "storage.connections=[lake_s3]", "progress=off"]
+    spark_conf = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}"]
+    proc = subprocess.run([*SUBMIT, *spark_conf, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
+
+    secret = s3_server.secret_key
+    assert secret not in proc.stdout + proc.stderr
+    assert not [p for p in events.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()], "Spark's event log"
+    client = s3_server.client()
+    stored = [
+        k
+        for k in keys(s3_server, bucket, "")
+        if secret.encode() in client.get_object(Bucket=bucket, Key=k)["Body"].read()
+    ]
+    assert stored == [], "no object in the lake holds the secret (run and status tables included)"
+
+    _connection(connections, bucket, s3_server, encrypt("not-the-secret-key", fernet))
+    refused = subprocess.run([*SUBMIT, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    message = summary(refused)["message"]
+    assert "was refused: check the credentials (credentials and endpoint: connection `lake_s3`)" in message
+    assert "not-the-secret-key" not in refused.stdout + refused.stderr
