@@ -95,6 +95,30 @@ class S3Server:
             aws_secret_access_key=self.secret_key,
         )
 
+    def download(self, bucket: str, prefix: str, into: Path) -> Path:
+        """Every object under ``prefix`` (a folder: ``wh/``) copied below ``into``, keys as paths
+        (S3A's directory markers, keys ending in ``/``, become directories)."""
+        client = self.client()
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                if item["Key"].endswith("/"):
+                    (into / item["Key"][len(prefix) :]).mkdir(parents=True, exist_ok=True)
+                    continue
+                target = into / item["Key"][len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(bucket, item["Key"], str(target))
+        return into
+
+    def connection(self, folder: Path, bucket: str, *, name: str = "lake_s3", secret: str | None = None) -> Path:
+        """An ``s3`` connection file ``<folder>/<name>.yaml`` serving ``bucket`` on this server."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.yaml"
+        path.write_text(
+            f"type: s3\nbuckets: [{bucket}]\nendpoint: {self.endpoint}\nregion: {REGION}\n"
+            f"access_key: {self.access_key}\nsecret_key: {secret or self.secret_key}\n"
+        )
+        return path
+
     def make_bucket(self, name: str) -> str:
         self.client().create_bucket(Bucket=name)
         return name

@@ -102,12 +102,12 @@ class Inputs:
         return [i for i in self.ids if i % 7 == 0]
 
 
-def _argv(wh: Path, extra: list[str], job: str = JOB) -> list[str]:
+def _argv(wh: Path | str, extra: list[str], job: str = JOB) -> list[str]:
     return [f"job={job}", f"warehouse={wh}", *extra]
 
 
 def crash_run(
-    jobs_dir: Path, wh: Path, *, kill_at: str, fail: str = "", extra: list[str] | None = None, timeout: int = 300
+    jobs_dir: Path, wh: Path | str, *, kill_at: str, fail: str = "", extra: list[str] | None = None, timeout: int = 300
 ) -> subprocess.CompletedProcess[str]:
     """Run the job in a new driver process that kills itself (SIGKILL) at ``kill_at``."""
     return driver(jobs_dir, wh, kill_at=kill_at, fail=fail, extra=extra).communicate_result(timeout)
@@ -124,7 +124,7 @@ class _Driver(subprocess.Popen):  # type: ignore[type-arg]
 
 
 def driver(
-    jobs_dir: Path, wh: Path, *, kill_at: str = "", fail: str = "", extra: list[str] | None = None, job: str = JOB
+    jobs_dir: Path, wh: Path | str, *, kill_at: str = "", fail: str = "", extra: list[str] | None = None, job: str = JOB
 ) -> _Driver:
     """Start the job in a new driver process (``python main.py``, the cached jars, local[2])."""
     from engine.runtime.session import cached_class_path, cached_jars
@@ -153,7 +153,7 @@ def driver(
 
 
 def run_here(
-    jobs_dir: Path, wh: Path, *extra: str, fail: str = "", job: str = JOB, printed: list[str] | None = None
+    jobs_dir: Path, wh: Path | str, *extra: str, fail: str = "", job: str = JOB, printed: list[str] | None = None
 ) -> tuple[int, dict[str, Any]]:
     """Run the job through the CLI entry in this process (the test session's Spark); ``printed``
     receives every line it wrote on stdout."""

@@ -4,6 +4,7 @@ worker on loopback) writes the same outputs as with ``--master local[2]``; outpu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.cluster import StandaloneCluster
+from tests.s3 import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -111,3 +113,54 @@ def test_demo_job_on_a_standalone_cluster_writes_what_local_mode_writes(
     assert len(errors) == 7
     assert errors == error_records(local_wh / "_errors" / "orders")
     assert {r["run_id"] for r in delta(cluster_wh / "_errors" / "orders").to_pylist()} == {on_cluster["run_id"]}
+
+
+@pytest.mark.s3
+def test_a_job_whose_input_and_warehouse_are_on_s3_runs_on_the_cluster(
+    cluster: StandaloneCluster, s3_server: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    """Executors reach the lake through the run's S3 connection alone (the worker has no AWS_*
+    variables, the data is not on any disk they share with the driver)."""
+    client = s3_server.client()
+    client.upload_file(str(REPO / "jobs" / "demo" / "data" / "orders.json"), bucket, "landing/orders.json")
+    connections = tmp_path / "connections"
+    connections.mkdir()
+    (connections / "lake_s3.yaml").write_text(
+        f"type: s3\nbuckets: [{bucket}]\nendpoint: {s3_server.endpoint}\nregion: us-east-1\n"
+        f"access_key: {s3_server.access_key}\nsecret_key: {s3_server.secret_key}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["ENGINE_CONNECTIONS_DIR"] = str(connections)
+    wh = f"s3a://{bucket}/lake"
+    proc = subprocess.run(
+        [
+            str(REPO / "spark-submit.sh"),
+            "--master", cluster.master_url,
+            "--driver-memory", "1g",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.executor.memory=1g",
+            "job=demo/orders",
+            f"job.sources.orders.path=s3a://{bucket}/landing/orders.json",
+            f"warehouse={wh}",
+            "storage.connections=[lake_s3]",
+            "progress=off",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
+    assert cluster.state()["completedapps"], "it ran on the cluster"
+    options = {
+        "aws_endpoint": s3_server.endpoint,
+        "aws_allow_http": "true",
+        "aws_region": "us-east-1",
+        "aws_access_key_id": s3_server.access_key,
+        "aws_secret_access_key": s3_server.secret_key,
+    }
+    orders = DeltaTable(f"{wh}/orders", storage_options=options).to_pyarrow_table()
+    assert sorted(orders.column("order_id").to_pylist()) == list(range(1, 41))
