@@ -81,13 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.session import start_spark
 
         spark = start_spark("bench-s3")
-        storage = {
-            "aws_endpoint": s3.endpoint,
-            "aws_allow_http": "true",
-            "aws_region": "us-east-1",
-            "aws_access_key_id": s3.access_key,
-            "aws_secret_access_key": s3.secret_key,
-        }
+        storage = s3.storage_options()
 
         def counts(warehouse: str) -> tuple[int, int]:
             from deltalake import DeltaTable

@@ -83,6 +83,16 @@ class S3Server:
             "AWS_ENDPOINT_URL": self.endpoint,
         }
 
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs ``storage_options`` for this server (explicit credentials: no AWS_* variable counts)."""
+        return {
+            "aws_endpoint": self.endpoint,
+            "aws_allow_http": "true",
+            "aws_region": REGION,
+            "aws_access_key_id": self.access_key,
+            "aws_secret_access_key": self.secret_key,
+        }
+
     def client(self) -> Any:
         """A boto3 S3 client of this server (explicit credentials: the caller's AWS_* variables do not count)."""
         import boto3

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from pyspark.sql import functions as F
 
-from engine.state.delta_table import local_path
+from engine.storage.options import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from engine.state import watermarks
 from engine.state.backends import AUTO
-from engine.state.delta_table import MetaTable, local_path, prefetch
+from engine.state.delta_table import MetaTable, prefetch
 from engine.state.delta_table import meta_table as open_table
 from engine.state.rows import (
     LIVE,
@@ -40,6 +40,7 @@ from engine.state.rows import (
 )
 from engine.state.status import Status
 from engine.state.store import MetadataStore
+from engine.storage.options import local_path
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import random
-import re
 import threading
 import time
 import uuid
@@ -53,6 +52,7 @@ from engine.state.backends import AUTO
 from engine.state.conflicts import is_transient
 from engine.state.damage import find_damage
 from engine.state.errors import MetadataDamagedError
+from engine.storage.options import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -551,17 +551,6 @@ def prefetch(tables: Iterable[MetaTable]) -> None:
     for table in tables:
         if isinstance(table, LocalMetaTable):
             table.prefetch()
-
-
-def local_path(path: str) -> str | None:
-    """``path`` as an absolute local path if it names the local file system (no scheme, or
-    ``file:``), else None."""
-    if path.startswith("file:"):
-        rest = path[len("file:") :]
-        return "/" + rest.lstrip("/") if rest.startswith("/") else None
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", path):
-        return None
-    return os.path.abspath(path)
 
 
 _ARROW_TYPES = {

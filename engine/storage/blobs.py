@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.storage.options import CREDENTIALS_FROM, is_local, local_path, store_options
+from engine.storage.options import CREDENTIALS_FROM, local_path, store_options
 
 
 class Blobs(ABC):
@@ -52,8 +52,9 @@ def blobs(location: str, options: Mapping[str, str] | None = None, *, via: str =
     """The :class:`Blobs` of ``location``: a local path (or ``file:`` URL), else an object store URL
     (``s3a://bucket/prefix``) reached with ``options`` (obstore's keys; default: the environment's
     settings), which came from ``via`` (for messages)."""
-    if is_local(location):
-        return LocalBlobs(Path(local_path(location)))
+    local = local_path(location)
+    if local is not None:
+        return LocalBlobs(Path(local))
     return StoreBlobs(location, store_options(location) if options is None else options, via=via)
 
 

@@ -11,14 +11,12 @@ adds what they need beside them (plain HTTP to an ``http://`` endpoint).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 CREDENTIALS_FROM = "the AWS_* environment variables, ~/.aws, or the instance's role"
 """Where an object store client finds its settings when no connection names them (for messages)."""
-
-OBJECT_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "az", "azure")
-"""URL schemes of object stores (no rename, no shared lock files: conditional puts instead)."""
 
 
 def scheme(path: str) -> str:
@@ -27,19 +25,15 @@ def scheme(path: str) -> str:
     return head.lower() if sep and head.isalnum() else ""
 
 
-def is_object_store(path: str) -> bool:
-    return scheme(path) in OBJECT_SCHEMES
-
-
-def is_local(path: str) -> bool:
-    return scheme(path) in ("", "file")
-
-
-def local_path(path: str) -> str:
-    """A local path or ``file:`` URL as a plain path."""
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return path.removeprefix("file:")
+def local_path(path: str) -> str | None:
+    """``path`` as an absolute local path if it names the local file system (no scheme, or
+    ``file:``), else None."""
+    if path.startswith("file:"):
+        rest = path[len("file:") :]
+        return "/" + rest.lstrip("/") if rest.startswith("/") else None
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", path):
+        return None
+    return os.path.abspath(path)
 
 
 def _endpoint(env: Mapping[str, str]) -> str:

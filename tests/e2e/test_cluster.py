@@ -123,14 +123,8 @@ def test_a_job_whose_input_and_warehouse_are_on_s3_runs_on_the_cluster(
     variables, the data is not on any disk they share with the driver)."""
     client = s3_server.client()
     client.upload_file(str(REPO / "jobs" / "demo" / "data" / "orders.json"), bucket, "landing/orders.json")
-    connections = tmp_path / "connections"
-    connections.mkdir()
-    (connections / "lake_s3.yaml").write_text(
-        f"type: s3\nbuckets: [{bucket}]\nendpoint: {s3_server.endpoint}\nregion: us-east-1\n"
-        f"access_key: {s3_server.access_key}\nsecret_key: {s3_server.secret_key}\n"
-    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["ENGINE_CONNECTIONS_DIR"] = str(connections)
+    env["ENGINE_CONNECTIONS_DIR"] = str(s3_server.connection(tmp_path / "connections", bucket).parent)
     wh = f"s3a://{bucket}/lake"
     proc = subprocess.run(
         [
@@ -155,12 +149,6 @@ def test_a_job_whose_input_and_warehouse_are_on_s3_runs_on_the_cluster(
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
     assert cluster.state()["completedapps"], "it ran on the cluster"
-    options = {
-        "aws_endpoint": s3_server.endpoint,
-        "aws_allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": s3_server.access_key,
-        "aws_secret_access_key": s3_server.secret_key,
-    }
+    options = s3_server.storage_options()
     orders = DeltaTable(f"{wh}/orders", storage_options=options).to_pyarrow_table()
     assert sorted(orders.column("order_id").to_pylist()) == list(range(1, 41))

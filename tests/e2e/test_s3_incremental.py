@@ -67,13 +67,7 @@ def test_three_incremental_runs_over_files_landing_on_s3(
         read.append(summary["records_read"])
     assert read == [50, 15, 35], "each run reads only what landed since the last"
 
-    options = {
-        "aws_endpoint": s3_server.endpoint,
-        "aws_allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": s3_server.access_key,
-        "aws_secret_access_key": s3_server.secret_key,
-    }
+    options = s3_server.storage_options()
     ids = DeltaTable(f"{wh}/orders", storage_options=options).to_pyarrow_table().column("id").to_pylist()
     assert sorted(ids) == [i for i in range(1, next_id) if i % 9], "every good record once"
     errors = DeltaTable(f"{wh}/_errors/landing", storage_options=options).to_pyarrow_table()

@@ -37,14 +37,7 @@ def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def table(s3: S3Server, url: str) -> DeltaTable:
     """The Delta table at ``url`` read by delta-rs with the server's endpoint (credentials: explicit)."""
-    options = {
-        "aws_endpoint": s3.endpoint,
-        "aws_allow_http": "true",
-        "aws_region": "us-east-1",
-        "aws_access_key_id": s3.access_key,
-        "aws_secret_access_key": s3.secret_key,
-    }
-    return DeltaTable(url, storage_options=options)
+    return DeltaTable(url, storage_options=s3.storage_options())
 
 
 def keys(s3: S3Server, bucket: str, prefix: str) -> list[str]:
@@ -151,18 +144,6 @@ def test_a_warehouse_it_cannot_use_is_a_config_error_and_nothing_is_written(
     assert keys(s3_server, bucket, "") == []
 
 
-def _connection(folder: Path, bucket: str, s3: S3Server, secret: str) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / "lake_s3.yaml").write_text(
-        "type: s3\n"
-        f"buckets: [{bucket}]\n"
-        f"endpoint: {s3.endpoint}\n"
-        "region: us-east-1\n"
-        f"access_key: {s3.access_key}\n"
-        f"secret_key: {secret}\n"
-    )
-
-
 def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables(
     s3_server: S3Server, bucket: str, tmp_path: Path
 ) -> None:
@@ -176,7 +157,7 @@ def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables
     fernet = Fernet(master.read_text().encode())
     connections, events = tmp_path / "connections", tmp_path / "events"
     events.mkdir()
-    _connection(connections, bucket, s3_server, encrypt(s3_server.secret_key, fernet))
+    s3_server.connection(connections, bucket, secret=encrypt(s3_server.secret_key, fernet))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # only the connection knows
     env.update({MASTER_KEY_ENV: str(master), "ENGINE_CONNECTIONS_DIR": str(connections)})
     wh = f"s3a://{bucket}/lake"
@@ -197,7 +178,7 @@ def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables
     ]
     assert stored == [], "no object in the lake holds the secret (run and status tables included)"
 
-    _connection(connections, bucket, s3_server, encrypt("not-the-secret-key", fernet))
+    s3_server.connection(connections, bucket, secret=encrypt("not-the-secret-key", fernet))
     refused = subprocess.run([*SUBMIT, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
     assert refused.returncode == 2, refused.stderr[-3000:]
     message = summary(refused)["message"]
