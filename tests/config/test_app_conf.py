@@ -164,3 +164,17 @@ def test_metadata_backend_spark_reaches_a_local_warehouse_through_spark(spark: A
         assert DeltaTable(str(wh / "_errors" / "orders")).to_pyarrow_table().num_rows == 7
         created = DeltaTable(str(wh / "_engine" / "state")).history()[-1]  # commit 0: who wrote it
         assert created["engineInfo"].startswith("Apache-Spark") == (backend == "spark"), created
+
+
+def test_a_bucket_served_by_two_s3_connections_is_a_config_error_naming_both(tmp_path: Path) -> None:
+    from engine.config.connections import CONNECTIONS_ENV, with_connections
+
+    for name, buckets in (("lake_a", "[lake, raw]"), ("lake_b", "[raw]")):
+        (tmp_path / f"{name}.yaml").write_text(f"type: s3\nbuckets: {buckets}\nregion: eu-west-1\n")
+    data = base(storage={"connections": ["lake_a", "lake_b"]})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CONNECTIONS_ENV, str(tmp_path))
+        loaded = with_connections(data)
+    with pytest.raises(ConfigError, match=r"bucket `raw` is served by connections `lake_a` and `lake_b`") as info:
+        app_conf(loaded)
+    assert info.value.key is not None and info.value.key.startswith("storage.connections")
