@@ -22,7 +22,7 @@ from engine.state.status import Status
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.commit.lease import Lease
+    from engine.commit.lease import Lease, Leases
     from engine.config import AppConfig
     from engine.runtime.stop import Stop
     from engine.spec import JobSpec
@@ -56,18 +56,39 @@ class Run:
         )
 
     @cached_property
-    def lease(self) -> Lease:
-        from engine.commit.lease import Lease
+    def lease(self) -> Leases:
+        """The job's run lease and, with the warehouse on S3, the warehouse's writer lease (every
+        job writes its ``_engine/`` tables)."""
+        from engine.commit.lease import Lease, Leases, single_writer
 
         root = f"{self.warehouse}/_engine"
         files = self.conf.storage.blobs(f"{root}/leases/{self.spec.name}")
-        return Lease(root, self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl, files=files)
+        leases = [Lease(root, self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl, files=files)]
+        if single_writer(self.warehouse):
+            what = f"the warehouse {self.warehouse} (its `_engine/` tables, which every job writes)"
+            leases.append(self._writer(self.warehouse, what, where=f"{root}/writer"))
+        return Leases(leases)
+
+    def writers(self) -> Leases:
+        """:attr:`lease` and the writer lease of each Delta table on S3 that the job writes."""
+        from engine.commit.lease import Leases, single_writer
+
+        tables = sorted({t for dag in self.spec.dags for t in dag.delta_tables() if single_writer(t)})
+        return Leases([*self.lease.leases, *(self._writer(t) for t in tables)])
+
+    def _writer(self, location: str, what: str | None = None, where: str | None = None) -> Lease:
+        from engine.commit.lease import writer_lease
+
+        files = self.conf.storage.blobs
+        return writer_lease(
+            location, self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl, files=files, what=what, where=where
+        )
 
     @property
     def ttl(self) -> float:
         return self.conf.lease.ttl_seconds
 
-    def open_state(self) -> tuple[DeltaMetadataStore, Lease]:
+    def open_state(self) -> tuple[DeltaMetadataStore, Leases]:
         """The metadata store and the job's lease, in that order; every mode but ``validate`` opens
         both first, even to show something (the lease refuses a warehouse it cannot lock)."""
         return self.metadata, self.lease
@@ -120,10 +141,10 @@ def _run(run: Run) -> dict[str, Any]:
     from engine.runtime.progress import Board
     from engine.state.delta_runs import DeltaRunStore
 
-    metadata, lease = run.open_state()
+    metadata, _ = run.open_state()
     backend = run.conf.metadata.backend
     store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend, mask=run.mask)
-    with lease:  # one run of a job at a time (exit code 3 otherwise)
+    with run.writers() as lease:  # one run of a job at a time, one writer per table on S3 (exit code 3 otherwise)
         manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend)
         planned = manager.plan(run.spec, run.run_id)  # recovery, then every config mistake surfaces here
         metadata.ensure()

@@ -9,6 +9,14 @@ creates it, whatever machine each runs on;
 the other is refused (exit code 3) with the holder's run id, host and pid. The holder renews its
 expiry from a background thread; before publishing, a run checks that no newer generation exists
 (a run that stalled past its expiry and lost the lease publishes nothing).
+
+The same lease, held by a run for a place rather than a job, is a *writer lease*
+(:func:`writer_lease`): on S3 a Delta table has one writing driver at a time, because Delta's S3
+log store commits version ``n`` with a plain put that a second driver can overwrite. A run whose
+warehouse is on S3 holds ``<warehouse>/_engine/writer`` (every job writes the ``_engine/`` tables),
+and one that writes a Delta table on S3 holds ``<parent>/_engine_writer/<table>``; a second writer is
+refused with exit code 3, naming the place and the job that holds it. :class:`Leases` holds several
+as one.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +47,21 @@ def _pid_start(pid: int) -> str | None:
 
 
 class Lease:
-    def __init__(self, root: str, job: str, *, run_id: str, ttl_seconds: float, files: Blobs | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        job: str,
+        *,
+        run_id: str,
+        ttl_seconds: float,
+        files: Blobs | None = None,
+        place: str | None = None,
+    ) -> None:
         self.files = files or blobs(f"{root.rstrip('/')}/leases/{job}")
         self.dir = self.files.where
         self.job = job
+        self.place = place
+        """The place this run writes alone (a writer lease), or ``None`` for the job's run lease."""
         self.run_id = run_id
         self.ttl = ttl_seconds
         self.generation: int | None = None
@@ -86,7 +107,7 @@ class Lease:
             self.files.delete(f"{old}.json")
         self._thread = threading.Thread(target=self._renew_loop, name="lease", daemon=True)
         self._thread.start()
-        log.info("job %s: lease generation %d taken by run %s", self.job, self.generation, self.run_id)
+        log.info("%s: lease generation %d taken by run %s", self._subject, self.generation, self.run_id)
         return self
 
     def release(self) -> None:
@@ -110,7 +131,7 @@ class Lease:
         """Raise if this run lost its lease (it stalled past its expiry and another run took it)."""
         if not self.still_held():
             raise JobFailedError(
-                f"run {self.run_id} lost the lease of job {self.job} (it stalled past its {self.ttl:.0f}s expiry "
+                f"run {self.run_id} lost the lease of {self._subject} (it stalled past its {self.ttl:.0f}s expiry "
                 "and another run took over): nothing more is published by this run"
             )
 
@@ -125,6 +146,7 @@ class Lease:
     def _record(self) -> dict[str, Any]:
         pid = os.getpid()
         return {
+            "job": self.job,
             "run_id": self.run_id,
             "host": socket.gethostname(),
             "pid": pid,
@@ -141,17 +163,106 @@ class Lease:
     def _renew_loop(self) -> None:
         while not self._stop.wait(max(1.0, self.ttl / 3)):
             if not self.still_held():
-                log.error("job %s: the lease was taken over by another run", self.job)
+                log.error("%s: the lease was taken over by another run", self._subject)
                 return
             self._write(self._record())
 
+    @property
+    def _subject(self) -> str:
+        return f"job {self.job}" if self.place is None else f"the writer of {self.place}"
+
     def _busy(self, held: dict[str, Any]) -> JobBusyError:
         left = float(held.get("expires", 0)) - time.time()
-        return JobBusyError(
-            f"job {self.job} is already running: run {held.get('run_id')} on host {held.get('host')} "
-            f"(pid {held.get('pid')}) holds its lease (expires in {max(0, left):.0f}s unless renewed). "
-            f"Nothing was done. If that run is gone, its lease expires on its own; the lease is at {self.dir}"
+        holder = (
+            f"run {held.get('run_id')} on host {held.get('host')} (pid {held.get('pid')}) holds its lease "
+            f"(expires in {max(0, left):.0f}s unless renewed)"
         )
+        if self.place is None:
+            what = f"job {self.job} is already running: {holder}"
+        else:
+            what = (
+                f"{self.place} is being written by job {held.get('job', '?')}: {holder}. On S3 a Delta table "
+                "has one writing run at a time (Delta's S3 log store does not guard against a second)"
+            )
+        return JobBusyError(
+            f"{what}. Nothing was done. If that run is gone, its lease expires on its own; the lease is at {self.dir}"
+        )
+
+
+WRITER_DIR = "_engine_writer"
+"""Beside a Delta table on S3: the writer leases of the tables of its directory."""
+
+SINGLE_WRITER_SCHEMES = ("s3", "s3a", "s3n")
+"""Where a Delta table takes one writing driver at a time: Delta's S3 log store. Its stores for
+local disks, HDFS, GCS and Azure commit with an atomic primitive and take concurrent writers."""
+
+
+def single_writer(location: str) -> bool:
+    """Whether a Delta table at ``location`` needs a writer lease."""
+    head, sep, _ = location.partition("://")
+    return bool(sep) and head.lower() in SINGLE_WRITER_SCHEMES
+
+
+def writer_lease(
+    location: str,
+    job: str,
+    *,
+    run_id: str,
+    ttl_seconds: float,
+    files: Callable[[str], Blobs] = blobs,
+    what: str | None = None,
+    where: str | None = None,
+) -> Lease:
+    """The writer lease of the Delta table at ``location``, held by ``job``'s run; ``files`` opens a
+    location with the run's credentials, ``what`` names the place in messages (``location`` by
+    default), ``where`` keeps the lease (by default :func:`writer_dir`)."""
+    where = where or writer_dir(location)
+    return Lease(where, job, run_id=run_id, ttl_seconds=ttl_seconds, files=files(where), place=what or location)
+
+
+def writer_dir(location: str) -> str:
+    """Where the writer lease of the table at ``location`` lives: beside it, in
+    ``<parent>/_engine_writer/<name>`` (inside it, it would make the table's directory one that
+    Delta refuses to create a table in). Every spelling of one table (``s3://`` or ``s3a://``, a
+    trailing or doubled ``/``) gives the same place."""
+    head, _, rest = location.partition("://")
+    scheme = "s3a" if head.lower() in SINGLE_WRITER_SCHEMES else head.lower()
+    bucket, _, key = rest.partition("/")
+    parent, _, name = posixpath.normpath("/" + key).strip("/").rpartition("/")
+    return "/".join(part for part in (f"{scheme}://{bucket}", parent, WRITER_DIR, name or "_root") if part)
+
+
+class Leases:
+    """Several leases held as one: taken in order (one refused gives back those taken), checked
+    together, given back in reverse order."""
+
+    def __init__(self, leases: Sequence[Lease]) -> None:
+        self.leases = list(leases)
+
+    def acquire(self) -> Leases:
+        taken: list[Lease] = []
+        try:
+            for lease in self.leases:
+                taken.append(lease.acquire())
+        except BaseException:
+            for lease in reversed(taken):
+                lease.release()
+            raise
+        return self
+
+    def release(self) -> None:
+        for lease in reversed(self.leases):
+            lease.release()
+
+    def check(self) -> None:
+        for lease in self.leases:
+            lease.check()
+
+    def __enter__(self) -> Leases:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def _alive(record: dict[str, Any]) -> bool:

@@ -247,6 +247,10 @@ class CopyDagSpec:
         """Its target."""
         return [self.copy.target]
 
+    def delta_tables(self) -> list[str]:
+        """None: a copy writes files."""
+        return []
+
     def inputs(self) -> dict[str, str]:
         """Nothing an upstream DAG may create: a copy DAG's source must exist when it is checked."""
         return {}

@@ -251,6 +251,11 @@ class DagSpec:
         paths = [path for s in self.sinks for path in s.conf.writes().values()]
         return [*paths, self.error_table] if self.error_table else paths
 
+    def delta_tables(self) -> list[str]:
+        """The Delta tables it writes: its Delta sinks' and its error table."""
+        paths = [path for s in self.sinks if s.conf.type == "delta" for path in s.conf.writes().values()]
+        return [*paths, self.error_table] if self.error_table else paths
+
     def inputs(self) -> dict[str, str]:
         """What its source reads, as the source names it -> a path to compare with what others write."""
         conf = self.source.conf
@@ -261,7 +266,7 @@ class DagSpec:
 AnyDagSpec = DagSpec | CopyDagSpec
 """A compiled DAG of either kind; each has ``kind``, ``name``, ``key``, the scheduling keys
 (``publish``, ``priority``, ``after``, ``pool``, ``dataset``, ``error_table``) and says what it
-writes and reads (``writes()``, ``inputs()``)."""
+writes and reads (``writes()``, ``delta_tables()``, ``inputs()``)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 
+from engine.commit.lease import WRITER_DIR
 from engine.errors import ConfigError
 from engine.spec.model import AnyDagSpec, JobSpec
 
@@ -23,7 +24,7 @@ STAGING_DIR = "_engine_staging"
 batches staged before their commit sequence publishes them."""
 DELTA_LOG_DIR = "_delta_log"
 """A Delta table's own log: writing files into it corrupts the table."""
-RESERVED_NAMES = (STAGING_DIR, DELTA_LOG_DIR)
+RESERVED_NAMES = (STAGING_DIR, DELTA_LOG_DIR, WRITER_DIR)
 
 
 def place(path: str) -> Place:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.commit.lease import Lease
+from engine.commit.lease import Lease, Leases, single_writer, writer_dir, writer_lease
 from engine.errors import EXIT_BUSY, JobBusyError
 
 
@@ -116,3 +116,48 @@ def test_the_holder_renews_its_expiry(root: str) -> None:
     time.sleep(2.5)
     assert float(str(_get(lease, lease.generation)["expires"])) > first
     lease.release()
+
+
+def test_leases_are_taken_all_or_none(root: str) -> None:
+    held = Lease(root, "other", run_id="run-X", ttl_seconds=60).acquire()
+    mine = Leases(
+        [Lease(root, "orders", run_id="run-A", ttl_seconds=60), Lease(root, "other", run_id="run-A", ttl_seconds=60)]
+    )
+    with pytest.raises(JobBusyError, match="job other is already running: run run-X"):
+        mine.acquire()
+    Lease(root, "orders", run_id="run-B", ttl_seconds=60).acquire().release()  # the first was given back
+    held.release()
+    with mine:
+        mine.check()
+        assert [lease.generation is not None for lease in mine.leases] == [True, True]
+    assert not any(lease.files.names() for lease in mine.leases)
+
+
+@pytest.mark.parametrize(
+    ("location", "single", "kept"),
+    [
+        ("s3a://b/lake/orders", True, "s3a://b/lake/_engine_writer/orders"),
+        ("s3://b/lake//orders/", True, "s3a://b/lake/_engine_writer/orders"),
+        ("S3N://b/orders", True, "s3a://b/_engine_writer/orders"),
+        ("gs://b/lake/orders", False, "gs://b/lake/_engine_writer/orders"),
+        (
+            "abfss://c@acct.dfs.core.windows.net/orders",
+            False,
+            "abfss://c@acct.dfs.core.windows.net/_engine_writer/orders",
+        ),
+        ("/lake/orders", False, None),
+        ("file:/lake/orders", False, None),
+    ],
+)
+def test_which_tables_take_one_writer_and_where_their_lease_is(location: str, single: bool, kept: str | None) -> None:
+    assert single_writer(location) is single
+    if kept is not None:
+        assert writer_dir(location) == kept
+
+
+def test_a_writer_lease_names_the_table_and_the_job_holding_it(root: str) -> None:
+    table = f"{root.rsplit('/', 1)[0]}/shared/orders"
+    first = writer_lease(table, "orders", run_id="run-A", ttl_seconds=60, where=f"{root}/w").acquire()
+    with pytest.raises(JobBusyError, match=rf"{table} is being written by job orders: run run-A .* holds its lease"):
+        writer_lease(table, "returns", run_id="run-B", ttl_seconds=60, where=f"{root}/w").acquire()
+    first.release()
