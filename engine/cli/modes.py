@@ -145,7 +145,8 @@ def _run(run: Run) -> dict[str, Any]:
     backend = run.conf.metadata.backend
     store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend, mask=run.mask)
     with run.writers() as lease:  # one run of a job at a time, one writer per table on S3 (exit code 3 otherwise)
-        manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend)
+        connections = run.conf.storage.options
+        manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend, connections=connections)
         planned = manager.plan(run.spec, run.run_id)  # recovery, then every config mistake surfaces here
         metadata.ensure()
         store.ensure()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -47,6 +47,9 @@ class StepContext:
     """The sequence was written by this run (``False``: replayed by recovery)."""
     midway: Callable[[], None] = lambda: None
     """Called halfway through a step that moves many files (the ``mid_step`` kill point)."""
+    locations: Mapping[str, object] = field(default_factory=dict)
+    """The file systems of the running job's copy DAGs by URL, with their options and credentials
+    (:class:`engine.copy.fs.Location`): steps store URLs, never credentials."""
 
 
 _KINDS: dict[str, type[CommitStep]] = {}

@@ -7,8 +7,9 @@
 - :class:`DeleteTargetFiles`: propagate deletions at the source.
 - :class:`WriteEvents`: one JSON line per published file set, in a file of its own per batch.
 
-Steps store the target's URL, never its options: credentials stay in the job's config and are
-looked up in :data:`LOCATIONS` (registered by the copy DAGs of the running job) when a step runs.
+Steps store the target's URL, never its options: credentials stay in the job's config; the run
+passes its copy DAGs' file systems in (:attr:`StepContext.locations
+<engine.commit.steps.StepContext.locations>`), and a step looks its URL up there when it runs.
 """
 
 from __future__ import annotations
@@ -28,17 +29,12 @@ from engine.commit.steps import CommitStep, StepContext
 from engine.copy.fs import Location, resolve
 from engine.copy.staging import staged_file
 
-LOCATIONS: dict[str, Location] = {}
-"""File systems of the running job's copy DAGs by URL (with their options and credentials)."""
 
-
-def location(url: str) -> Location:
-    found = LOCATIONS.get(url)
-    return found if found is not None else resolve(url)
-
-
-def register(loc: Location) -> None:
-    LOCATIONS[loc.url] = loc
+def location(ctx: StepContext, url: str) -> Location:
+    """The file system at ``url`` as the running job's copy DAG opened it (with its options and
+    credentials), or as the URL alone opens it."""
+    found = ctx.locations.get(url)
+    return found if isinstance(found, Location) else resolve(url)
 
 
 def _size(loc: Location, path: str) -> int | None:
@@ -88,14 +84,14 @@ class PublishFileSet(CommitStep):
     gid: int = -1
 
     def verify(self, ctx: StepContext) -> bool:
-        loc = location(self.target)
+        loc = location(ctx, self.target)
         return all(
             not _exists(loc, staged_file(self.staging, str(key), str(name))) and _size(loc, str(dst)) == size
             for key, name, dst, size in self.files
         )
 
     def execute(self, ctx: StepContext) -> None:
-        loc = location(self.target)
+        loc = location(ctx, self.target)
         created: set[str] = set()
         half = len(self.files) // 2
         members: set[str] = set()
@@ -196,13 +192,13 @@ class ClearStaging(CommitStep):
         return sorted(set(found))
 
     def verify(self, ctx: StepContext) -> bool:
-        loc = location(self.target)
+        loc = location(ctx, self.target)
         if any(_exists(loc, d) for d in self._directories(loc)):
             return False
         return not _empty_dir(loc, posixpath.dirname(self.staging))
 
     def execute(self, ctx: StepContext) -> None:
-        loc = location(self.target)
+        loc = location(ctx, self.target)
         for directory in self._directories(loc):
             if loc.local:
                 shutil.rmtree(directory, ignore_errors=True)
@@ -240,7 +236,7 @@ class DeleteTargetFiles(CommitStep):
     targets), so a directory deleted at the source can become a file."""
 
     def verify(self, ctx: StepContext) -> bool:
-        loc = location(self.target)
+        loc = location(ctx, self.target)
         if any(_is_file(loc, p) for p in self.paths):  # a directory there now is a publish's doing
             return False
         if loc.local and self.root:  # and the directories they emptied are gone
@@ -249,7 +245,7 @@ class DeleteTargetFiles(CommitStep):
         return True
 
     def execute(self, ctx: StepContext) -> None:
-        loc = location(self.target)
+        loc = location(ctx, self.target)
         for i, path in enumerate(self.paths):
             if i == len(self.paths) // 2:
                 ctx.midway()
@@ -284,11 +280,11 @@ class WriteEvents(CommitStep):
     lines: list[str]
 
     def verify(self, ctx: StepContext) -> bool:
-        loc = location(self.directory)
+        loc = location(ctx, self.directory)
         return _exists(loc, loc.join(self.name))
 
     def execute(self, ctx: StepContext) -> None:
-        loc = location(self.directory)
+        loc = location(ctx, self.directory)
         path = loc.join(self.name)
         loc.fs.create_dir(loc.path, recursive=True)
         tmp = loc.join(f".{self.name}.tmp")

@@ -37,12 +37,11 @@ from engine.copy.copier import (
 from engine.copy.fs import Location, resolve
 from engine.copy.listing import STAGING
 from engine.copy.publishing import Publisher, ancestors
-from engine.copy.steps import register
 from engine.copy.tasks import blocks, pack
 from engine.gcpause import gc_paused
 from engine.runtime.copyplan import CopyPlan, plan_copy
 from engine.runtime.copypublish import CopyMetrics, CopyResult, Publication, copy_result
-from engine.runtime.dag import Dag, DatasetOutcome
+from engine.runtime.dag import Connections, Dag, DatasetOutcome
 from engine.runtime.pyworker import steady_zip_imports
 from engine.runtime.scope import DagScope
 from engine.runtime.stop import Stop
@@ -93,15 +92,16 @@ def _gid(name: str | None) -> int:
 class CopyDag(Dag[CopyPlan, CopyResult]):
     """A copy DAG: files replicated from a source file system to a target, file set by file set."""
 
-    def __init__(self, spec: CopyDagSpec, *, job: str, run_id: str) -> None:
-        super().__init__(spec, job=job, run_id=run_id)
+    def __init__(self, spec: CopyDagSpec, *, job: str, run_id: str, connections: Connections | None = None) -> None:
+        super().__init__(spec, job=job, run_id=run_id, connections=connections)
         self.spec: CopyDagSpec = spec
         conf = spec.copy
         self.conf = conf
-        self.source = resolve(conf.source, conf.source_options)
-        self.target = resolve(conf.target, conf.target_options)
-        register(self.target)
-        self.meta = resolve(spec.manifests_dir)
+        # Options given in the job win; else the named connection serving the bucket, if any.
+        self.source = resolve(conf.source, conf.source_options or self.connections(conf.source))
+        self.target = resolve(conf.target, conf.target_options or self.connections(conf.target))
+        self.meta = resolve(spec.manifests_dir, self.connections(spec.manifests_dir))
+        self.events = resolve(spec.events_dir, self.connections(spec.events_dir)) if spec.events_dir else None
         attrs = conf.attributes
         options = _options(conf, self.source, self.target)
         # Staging per recipe: files staged under another config are never mistaken for this one's.
@@ -121,6 +121,11 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
     def scope(self) -> str:
         """Always live: a copy DAG has no backfill (its manifests say what it published)."""
         return LIVE
+
+    def locations(self) -> dict[str, object]:
+        """The target and the events directory, opened with their options and credentials."""
+        found = [self.target, *([self.events] if self.events is not None else [])]
+        return {loc.url: loc for loc in found}
 
     def fingerprint(self) -> str:
         return hashlib.sha256(self.conf.model_dump_json().encode()).hexdigest()[:16]

@@ -19,10 +19,9 @@ from engine.commit.batch import BatchRef, Staged
 from engine.commit.steps import CommitStep
 from engine.copy import manifest
 from engine.copy.copier import COPIED, FAILED, REUSED, Copied
-from engine.copy.fs import resolve
 from engine.copy.listing import CopyableFile, DatasetListing
 from engine.copy.publishing import fail_shared_outputs, file_sets, in_the_way
-from engine.copy.steps import ClearStaging, WriteEvents, register
+from engine.copy.steps import ClearStaging, WriteEvents
 from engine.runtime.copyplan import CopyPlan, adopted
 from engine.runtime.dag import DagResult, DatasetOutcome
 from engine.sources.workunits import Size, WorkUnit
@@ -207,7 +206,6 @@ class Publication:
         if self.steps and not self.failed_sets and not self.hold:  # nothing left to reuse: journals and leftovers go
             self.steps.append(ClearStaging(dag.target.url, dag.options.staging, family=dag.staging_family))
         if self.events and dag.spec.events_dir:
-            register(resolve(dag.spec.events_dir))
             name = f"{dag.job}.{dag.name}.b{self.batch.number:06d}.{dag.run_id}.jsonl"
             self.steps.append(WriteEvents(dag.spec.events_dir, re.sub(r"[^A-Za-z0-9_.-]", "_", name), self.events))
 

@@ -37,6 +37,15 @@ if TYPE_CHECKING:
     from engine.spec.model import AnyDagSpec
 
 
+Connections = Callable[[str], dict[str, Any]]
+"""A URL's options (an object store's endpoint and credentials, as ``engine.copy.fs.resolve`` takes
+them) from the run's named connections; ``{}`` when none serves it."""
+
+
+def _no_connection(url: str) -> dict[str, Any]:
+    return {}
+
+
 @dataclass
 class DatasetOutcome:
     """What one dataset (work unit) of a run came to: its status row's content."""
@@ -136,10 +145,12 @@ class Dag(ABC, Generic[PlanT, ResultT]):
 
     :func:`dag_for` builds the right one for a spec."""
 
-    def __init__(self, spec: AnyDagSpec, *, job: str, run_id: str) -> None:
+    def __init__(self, spec: AnyDagSpec, *, job: str, run_id: str, connections: Connections | None = None) -> None:
         self.spec = spec
         self.job = job
         self.run_id = run_id
+        self.connections: Connections = connections or _no_connection
+        """Options (credentials) for a URL from the run's named connections."""
 
     @property
     def name(self) -> str:
@@ -154,6 +165,12 @@ class Dag(ABC, Generic[PlanT, ResultT]):
     def limits(self) -> SourceLimitsConf | None:
         """The DAG's own throttling; ``None``: only the job's budget applies."""
         return None
+
+    def locations(self) -> dict[str, object]:
+        """The file systems its commit steps reach by URL, opened with the options (credentials)
+        of its config: the publisher hands them to the steps (:attr:`StepContext.locations
+        <engine.commit.steps.StepContext.locations>`). None by default."""
+        return {}
 
     @abstractmethod
     def fingerprint(self) -> str:
@@ -213,8 +230,9 @@ DAG_CLASSES: dict[str, str] = {
 """A DAG spec's ``kind`` -> its class, as ``module:Class`` (imported when first used)."""
 
 
-def dag_for(spec: AnyDagSpec, *, job: str, run_id: str) -> AnyDag:
-    """The DAG that runs ``spec``."""
+def dag_for(spec: AnyDagSpec, *, job: str, run_id: str, connections: Connections | None = None) -> AnyDag:
+    """The DAG that runs ``spec``; ``connections`` gives a URL's options from the run's named
+    connections (``storage.connections``)."""
     module, _, name = DAG_CLASSES[spec.kind].partition(":")
     cls: type[AnyDag] = getattr(import_module(module), name)
-    return cls(spec, job=job, run_id=run_id)
+    return cls(spec, job=job, run_id=run_id, connections=connections)

@@ -37,7 +37,7 @@ from engine.converters.frame import DATASET, finalize, packed, to_frame, unpacke
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
-from engine.runtime.dag import Dag, DagPlan, DagResult, DatasetOutcome
+from engine.runtime.dag import Connections, Dag, DagPlan, DagResult, DatasetOutcome
 from engine.runtime.metrics import executor_seconds, stages_retried
 from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.sqlcheck import check_parses
@@ -129,8 +129,8 @@ class _ReadStaging:
 class JobDag(Dag[RecordsPlan, RecordsResult]):
     """A records DAG: one source's records through converters and forks into sinks."""
 
-    def __init__(self, spec: DagSpec, *, job: str, run_id: str) -> None:
-        super().__init__(spec, job=job, run_id=run_id)
+    def __init__(self, spec: DagSpec, *, job: str, run_id: str, connections: Connections | None = None) -> None:
+        super().__init__(spec, job=job, run_id=run_id, connections=connections)
         self.spec: DagSpec = spec
         s = spec.source
         self.source: Source = s.entry.load()(s.conf, name=s.name, key=s.key, schema_ddl=s.schema_ddl)

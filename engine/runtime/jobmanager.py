@@ -28,7 +28,7 @@ from engine.commit.batch import BatchRef
 from engine.converters.base import first_line
 from engine.errors import JobFailedError
 from engine.runtime import progress as phases
-from engine.runtime.dag import AnyDag, DagPlan, DagResult, dag_for
+from engine.runtime.dag import AnyDag, Connections, DagPlan, DagResult, dag_for
 from engine.runtime.graph import Node, Outcome, run_graph
 from engine.runtime.metadata import Blocked, MetadataManager
 from engine.runtime.progress import Board
@@ -127,8 +127,11 @@ class JobManager:
         *,
         guard: Callable[[], None] = lambda: None,
         backend: str = AUTO,
+        connections: Connections | None = None,
     ) -> None:
         self.spark = spark
+        self.connections = connections
+        """A URL's options from the run's named connections (copy DAGs open their file systems with them)."""
         self.metadata = metadata if metadata is not None else InMemoryMetadataStore()
         self.backend = backend
         """How the error tables are reached, as the metadata tables are (``metadata.backend``)."""
@@ -147,6 +150,7 @@ class JobManager:
 
     def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
         """Recover, plan and check every DAG; a config mistake raises before any write."""
+        dags = self._dags(spec, run_id)
         manager = MetadataManager(
             self.metadata,
             spark=self.spark,
@@ -154,9 +158,9 @@ class JobManager:
             run_id=run_id,
             job_budget=spec.limits.budget(),
             guard=self.guard,
+            locations={url: fs for dag in dags for url, fs in dag.locations().items()},
         )
         planned = []
-        dags = self._dags(spec, run_id)
         manager.check_state(dags)  # before any recovery writes
         for dag in dags:
             stuck = manager.recover(dag)
@@ -228,7 +232,7 @@ class JobManager:
         return self.execute(self.plan(spec, run_id), store, stop=stop)
 
     def _dags(self, spec: JobSpec, run_id: str) -> list[AnyDag]:
-        return [dag_for(d, job=spec.name, run_id=run_id) for d in spec.dags]
+        return [dag_for(d, job=spec.name, run_id=run_id, connections=self.connections) for d in spec.dags]
 
     # -- one DAG ---------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -66,6 +66,7 @@ class MetadataManager:
         now: datetime | None = None,
         job_budget: Budget | None = None,
         guard: Callable[[], None] = lambda: None,
+        locations: Mapping[str, object] | None = None,
     ) -> None:
         self.store = store
         self.spark = spark
@@ -79,7 +80,9 @@ class MetadataManager:
         """What the DAGs planned so far take of the job budget."""
         self.commit_log = CommitLog(store, job, run_id)
         """This run's view of the job's commit log (read once, then kept up to date)."""
-        self.publisher = Publisher(spark=spark, state=store, status=store, commit_log=self.commit_log, guard=guard)
+        self.publisher = Publisher(
+            spark=spark, state=store, status=store, commit_log=self.commit_log, guard=guard, locations=locations
+        )
         """Publishes the DAGs' batches and writes the status rows; shares :attr:`commit_log`."""
         self._stale: list[LogRow] = []
         """``abandoned`` rows for open plans that no longer fit, written with the next plan."""

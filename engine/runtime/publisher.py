@@ -15,7 +15,7 @@ sequence for the next run to replay.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -51,6 +51,7 @@ class Publisher:
         status: StatusStore,
         commit_log: CommitLog,
         guard: Callable[[], None] = lambda: None,
+        locations: Mapping[str, object] | None = None,
     ) -> None:
         self.spark = spark
         self.state = state
@@ -59,6 +60,9 @@ class Publisher:
         self.log = commit_log
         self.guard = guard
         """Raises if this run may no longer publish (it lost the job's lease)."""
+        self.locations = dict(locations or {})
+        """The job's DAGs' file systems by URL, with their credentials (:meth:`Dag.locations
+        <engine.runtime.dag.Dag.locations>`), for the steps that reach them."""
 
     @property
     def job(self) -> str:
@@ -69,7 +73,7 @@ class Publisher:
         return self.log.run_id
 
     def _context(self, *, fresh: bool) -> StepContext:
-        return StepContext(self.spark, self.state, HadoopFs(self.spark), fresh=fresh)
+        return StepContext(self.spark, self.state, HadoopFs(self.spark), fresh=fresh, locations=self.locations)
 
     def replay(self, batch: Batch) -> str | None:
         """Run an earlier run's unfinished sequence again (each step verified first, redone if not

@@ -177,6 +177,15 @@ class StorageConf(_Strict):
         """S3A's per-bucket settings of every connection."""
         return {k: v for c in self.connections.values() for k, v in connection_hadoop_settings(c.model_dump()).items()}
 
+    def options(self, url: str) -> dict[str, Any]:
+        """The options of the connection serving ``url``'s bucket, as ``engine.copy.fs.resolve``
+        takes them (``{}`` when none serves it: the environment's credentials apply)."""
+        found = self.serving(url)
+        if found is None:
+            return {}
+        keys = found[1].model_dump(exclude={"buckets"})
+        return {k: v for k, v in keys.items() if v is not None}
+
     def blobs(self, location: str) -> Blobs:
         """:func:`engine.storage.blobs.blobs` of ``location`` with the connection serving it."""
         found = self.serving(location)
