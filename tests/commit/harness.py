@@ -129,8 +129,6 @@ def driver(
     """Start the job in a new driver process (``python main.py``, the cached jars, local[2])."""
     from engine.runtime.session import cached_class_path, cached_jars
 
-    archive = REPO / ".cache" / "cds" / "engine.jsa"  # the class archive spark-submit.sh maps (bootstrap.sh)
-    java = f"--driver-java-options '-XX:SharedArchiveFile={archive.resolve()} -Xlog:cds=off -Xlog:cds+dynamic=off' "
     env = {
         **os.environ,
         "ENGINE_JOBS_DIR": str(jobs_dir),
@@ -141,7 +139,7 @@ def driver(
         "PYSPARK_SUBMIT_ARGS": (
             f"--master local[2] --driver-memory 1g --conf spark.ui.enabled=false "
             f"--jars {','.join(cached_jars(REPO))} --driver-class-path {':'.join(cached_class_path(REPO))} "
-            f"{java if archive.exists() else ''}pyspark-shell"
+            "pyspark-shell"
         ),
     }
     return _Driver(
