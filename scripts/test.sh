@@ -13,4 +13,4 @@ export PYSPARK_PYTHON="$venv/python"
 echo "== ruff" && "$venv/ruff" check .
 echo "== mypy" && "$venv/mypy"
 echo "== import-linter" && "$venv/lint-imports" --no-cache
-echo "== pytest" && "$venv/python" -m pytest "$@"
+echo "== pytest" && "$venv/python" -m pytest --durations=40 "$@"  # the slowest 40: where CI time goes
