@@ -28,6 +28,7 @@ from engine.copy.manifest import Entry
 from engine.copy.transforms import renamed
 from engine.gcpause import gc_paused
 from engine.spec.copy import CopyConf, DatePartitionedFinderConf, GlobFinderConf
+from engine.storage.partitions import PartitionLayout
 
 if TYPE_CHECKING:
     pass
@@ -156,33 +157,6 @@ class Matcher:
 
 
 # -- partitions ----------------------------------------------------------------------------------
-
-_TOKENS = {"yyyy": r"(?P<y>\d{4})", "MM": r"(?P<m>\d{2})", "dd": r"(?P<d>\d{2})", "HH": r"(?P<h>\d{2})"}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A date partition layout such as ``yyyy/MM/dd`` or ``dt=yyyy-MM-dd``."""
-
-    text: str
-
-    @property
-    def depth(self) -> int:
-        return self.text.count("/") + 1
-
-    def regex(self) -> re.Pattern[str]:
-        parts = re.split(r"(yyyy|MM|dd|HH)", self.text)
-        return re.compile("".join(_TOKENS.get(p, re.escape(p)) for p in parts) + r"\Z")
-
-    def day(self, partition: str) -> date | None:
-        found = self.regex().match(partition)
-        if not found:
-            return None
-        g = found.groupdict()
-        try:
-            return date(int(g["y"]), int(g.get("m") or 1), int(g.get("d") or 1))
-        except ValueError:
-            return None
 
 
 def _window(conf: DatePartitionedFinderConf, today: date) -> date | None:
@@ -322,13 +296,13 @@ def copyable_files(
     return out, partitions
 
 
-def _date_window(conf: CopyConf, today: date | None) -> tuple[Layout | None, date | None]:
+def _date_window(conf: CopyConf, today: date | None) -> tuple[PartitionLayout | None, date | None]:
     """A date-partitioned dataset's partition layout and the first day its window takes (``None``:
     no limit); ``(None, None)`` for other datasets."""
     finder = conf.datasets
     if not isinstance(finder, DatePartitionedFinderConf):
         return None, None
-    return Layout(finder.layout), _window(finder, today or datetime.now(timezone.utc).date())
+    return PartitionLayout(finder.layout), _window(finder, today or datetime.now(timezone.utc).date())
 
 
 def output_name(conf: CopyConf, rel: str) -> str:
@@ -408,7 +382,7 @@ def _deletions(
     expected |= {f.target for f in listing.copy}
     expected |= {o for f in listing.copy if (e := manifest.get(f.relative)) for o, _ in e.outputs}
     owned = [f.target + "/" for f in files if f.target] if unpacks(conf) else []
-    layout = Layout(conf.datasets.layout) if isinstance(conf.datasets, DatePartitionedFinderConf) else None
+    layout = PartitionLayout(conf.datasets.layout) if isinstance(conf.datasets, DatePartitionedFinderConf) else None
     keep_excluded = Matcher([], [] if conf.delete.excluded else conf.exclude)
     gone = []
     for rel in sorted(target_files):
@@ -437,7 +411,7 @@ def _deletions(
     return gone
 
 
-def _in_window(conf: CopyConf, layout: Layout, partition: str) -> bool:
+def _in_window(conf: CopyConf, layout: PartitionLayout, partition: str) -> bool:
     assert isinstance(conf.datasets, DatePartitionedFinderConf)
     day = layout.day(partition)
     start = _window(conf.datasets, datetime.now(timezone.utc).date())

@@ -16,7 +16,6 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -178,39 +177,3 @@ class HadoopPaths:
             if not (visible_only and hidden(path.getName())):
                 out.append((path.toString(), bool(status.isDirectory())))
         return out
-
-
-class PartitionLayout:
-    """``yyyy/MM/dd`` or ``dt=yyyy-MM-dd/HH`` as a regex over a file's path below its root."""
-
-    _FIELDS = {"yyyy": r"(?P<y>\d{4})", "MM": r"(?P<m>\d{2})", "dd": r"(?P<d>\d{2})", "HH": r"(?P<h>\d{2})"}
-
-    def __init__(self, pattern: str) -> None:
-        regex = ""
-        rest = pattern
-        while rest:
-            token = next((t for t in self._FIELDS if rest.startswith(t)), None)
-            if token:
-                regex += self._FIELDS[token]
-                rest = rest[len(token) :]
-            else:
-                regex += re.escape(rest[0])
-                rest = rest[1:]
-        self.regex = re.compile(regex + "/")
-        self.unit = "h" if "HH" in pattern else "d" if "dd" in pattern else "m" if "MM" in pattern else "y"
-
-    def start_of(self, relative: str) -> datetime | None:
-        found = self.regex.match(relative)
-        if not found:
-            return None
-        g = found.groupdict()
-        return datetime(int(g["y"]), int(g.get("m") or 1), int(g.get("d") or 1), int(g.get("h") or 0))
-
-    def end_of(self, start: datetime) -> datetime:
-        if self.unit == "h":
-            return start + timedelta(hours=1)
-        if self.unit == "d":
-            return start + timedelta(days=1)
-        if self.unit == "m":
-            return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
-        return start.replace(year=start.year + 1)

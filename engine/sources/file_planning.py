@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from engine.errors import ConfigError
 from engine.sources.base import PlanContext
 from engine.sources.conf import FilesSourceConf
-from engine.sources.file_listing import FileEntry, HadoopPaths, PartitionLayout, bare, list_files
+from engine.sources.file_listing import FileEntry, HadoopPaths, bare, list_files
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.errors import FileLogLostError
 from engine.state.store import FileKey
 from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
+from engine.storage.partitions import PartitionLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
