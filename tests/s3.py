@@ -236,3 +236,14 @@ def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, st
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env
+
+
+@pytest.fixture
+def s3_connection(s3_server: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The ``bucket``'s credentials in a named connection (``lake_s3``, found through
+    ``ENGINE_CONNECTIONS_DIR``) and no ``AWS_*`` variable in this process, for one test; its
+    ``storage.connections`` override."""
+    monkeypatch.setenv("ENGINE_CONNECTIONS_DIR", str(s3_server.connection(tmp_path / "connections", bucket).parent))
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    yield "storage.connections=[lake_s3]"

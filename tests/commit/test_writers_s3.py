@@ -7,7 +7,6 @@ is gone the same run publishes and gives its leases back."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,9 @@ pytestmark = pytest.mark.s3
 
 
 @pytest.fixture
-def landing(s3_server: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A job reading 20 records from the bucket into a Delta table outside its warehouse, with the
-    bucket's credentials from a named connection only."""
+def landing(s3_server: S3Server, bucket: str, tmp_path: Path) -> Path:
+    """A job reading 20 records from the bucket into a Delta table outside its warehouse (run with
+    the bucket's credentials from a named connection only: ``s3_connection``)."""
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     job = {
@@ -38,9 +37,6 @@ def landing(s3_server: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytes
     (jobs / "landing.yaml").write_text(yaml.safe_dump(job))
     body = "".join(f'{{"id": {i}}}\n' for i in range(1, 21))
     s3_server.client().put_object(Bucket=bucket, Key="landing/part-00001.json", Body=body.encode())
-    monkeypatch.setenv("ENGINE_CONNECTIONS_DIR", str(s3_server.connection(tmp_path / "connections", bucket).parent))
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
     return jobs
 
 
@@ -57,7 +53,7 @@ def _keys(s3: S3Server, bucket: str, prefix: str) -> list[str]:
     ],
 )
 def test_a_second_writer_of_a_delta_table_on_s3_is_refused_and_writes_nothing(
-    spark: Any, s3_server: S3Server, bucket: str, landing: Path, held: str, named: str
+    spark: Any, s3_server: S3Server, bucket: str, landing: Path, s3_connection: str, held: str, named: str
 ) -> None:
     wh = f"s3a://{bucket}/lake"
     options = s3_server.storage_options()
@@ -71,7 +67,7 @@ def test_a_second_writer_of_a_delta_table_on_s3_is_refused_and_writes_nothing(
     other = writer_lease(table, "other", run_id="other-run", ttl_seconds=60, files=files, where=kept)
     other.acquire()
     try:
-        code, refused = run_here(landing, wh, "storage.connections=[lake_s3]", job="landing")
+        code, refused = run_here(landing, wh, s3_connection, job="landing")
     finally:
         other.release()
     assert code == EXIT_BUSY, refused
@@ -81,7 +77,7 @@ def test_a_second_writer_of_a_delta_table_on_s3_is_refused_and_writes_nothing(
     assert not _keys(s3_server, bucket, "shared/"), "nothing written to the table, no lease left on it"
     assert not _keys(s3_server, bucket, "lake/"), "no metadata written, the job's own lease given back"
 
-    code, published = run_here(landing, wh, "storage.connections=[lake_s3]", job="landing")
+    code, published = run_here(landing, wh, s3_connection, job="landing")
     assert (code, published["status"]) == (0, "SUCCEEDED"), published
     ids = DeltaTable(f"s3a://{bucket}/shared/orders", storage_options=options).to_pyarrow_table().column("id")
     assert sorted(ids.to_pylist()) == list(range(1, 21))

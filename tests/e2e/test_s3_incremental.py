@@ -6,7 +6,6 @@ back without Spark (boto3 for the listing, delta-rs for the tables)."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.s3
 
 
 def test_three_incremental_runs_over_files_landing_on_s3(
-    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
 ) -> None:
     jobs = tmp_path / "jobs"
     jobs.mkdir()
@@ -40,9 +39,6 @@ def test_three_incremental_runs_over_files_landing_on_s3(
         "sinks": {"lake": {"type": "delta", "path": "orders"}},
     }
     (jobs / "landing.yaml").write_text(yaml.safe_dump(job))
-    monkeypatch.setenv("ENGINE_CONNECTIONS_DIR", str(s3_server.connection(tmp_path / "connections", bucket).parent))
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
     client = s3_server.client()
     wh = f"s3a://{bucket}/lake"
     next_id = 1
@@ -62,7 +58,7 @@ def test_three_incremental_runs_over_files_landing_on_s3(
         for dataset, count in batch:
             land(dataset, count)
         time.sleep(1.1)  # S3 times its objects to the second: the next files land a second later
-        code, summary = run_here(jobs, wh, "storage.connections=[lake_s3]", job="landing")
+        code, summary = run_here(jobs, wh, s3_connection, job="landing")
         assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
         read.append(summary["records_read"])
     assert read == [50, 15, 35], "each run reads only what landed since the last"

@@ -11,7 +11,6 @@ back without Spark (delta-rs and boto3 over S3):
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +24,13 @@ from tests.s3 import S3Server
 
 pytestmark = pytest.mark.s3
 
-CONNECTION = "storage.connections=[lake_s3]"
-
-
-@pytest.fixture
-def connected(s3_server: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bucket's credentials in a named connection, no AWS variables."""
-    monkeypatch.setenv("ENGINE_CONNECTIONS_DIR", str(s3_server.connection(tmp_path / "connections", bucket).parent))
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
-
 
 def _ids(s3: S3Server, url: str) -> list[int]:
     return sorted(DeltaTable(url, storage_options=s3.storage_options()).to_pyarrow_table().column("id").to_pylist())
 
 
 def test_a_fan_out_discovered_on_s3_then_a_checkpoint_rewind_in_the_s3_warehouse(
-    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, connected: None
+    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
 ) -> None:
     client = s3_server.client()
 
@@ -63,19 +52,19 @@ def test_a_fan_out_discovered_on_s3_then_a_checkpoint_rewind_in_the_s3_warehouse
     (jobs / "fan.yaml").write_text(yaml.safe_dump(job))
     wh = f"s3a://{bucket}/lake"
 
-    code, first = run_here(jobs, wh, CONNECTION, job="fan")
+    code, first = run_here(jobs, wh, s3_connection, job="fan")
     assert (code, first["status"]) == (0, "SUCCEEDED"), first
     assert (_ids(s3_server, f"{wh}/tables/clicks"), _ids(s3_server, f"{wh}/tables/views")) == ([1, 2], [10])
 
     land("clicks/2.json", [3])
     land("orders/1.json", [7])  # a new directory: a new DAG
-    code, second = run_here(jobs, wh, CONNECTION, job="fan")
+    code, second = run_here(jobs, wh, s3_connection, job="fan")
     assert (code, second["status"]) == (0, "SUCCEEDED"), second
     assert second["records_read"] == 2, "each DAG read only what was new to it"
     assert (_ids(s3_server, f"{wh}/tables/clicks"), _ids(s3_server, f"{wh}/tables/orders")) == ([1, 2, 3], [7])
 
     printed: list[str] = []
-    code, status = run_here(jobs, wh, CONNECTION, "mode=status", job="fan", printed=printed)
+    code, status = run_here(jobs, wh, s3_connection, "mode=status", job="fan", printed=printed)
     assert code == 0, status
     marks = {d["dataset"]: d["watermark"] for d in status["datasets"]}
     (clicks,) = [d for d in marks if d.rstrip("/").endswith("landing/clicks/*.json")]
@@ -85,7 +74,7 @@ def test_a_fan_out_discovered_on_s3_then_a_checkpoint_rewind_in_the_s3_warehouse
     first_file = f"{int(first_time.timestamp() * 1000)}|s3a://{bucket}/landing/clicks/1.json"
     rewind = ["mode=checkpoint", "checkpoint.action=rewind", "checkpoint.dag=clicks"]
     code, changed = run_here(
-        jobs, wh, CONNECTION, *rewind, f"checkpoint.dataset={clicks}", f"checkpoint.value='{first_file}'",
+        jobs, wh, s3_connection, *rewind, f"checkpoint.dataset={clicks}", f"checkpoint.value='{first_file}'",
         "checkpoint.reason=read clicks/2 again", job="fan",
     )  # fmt: skip
     assert (code, changed["status"]) == (0, "CHANGED"), changed
@@ -93,13 +82,13 @@ def test_a_fan_out_discovered_on_s3_then_a_checkpoint_rewind_in_the_s3_warehouse
     rows = changes.to_pyarrow_table().to_pylist()
     assert [(r["action"], r["dataset"], r["reason"]) for r in rows] == [("rewind", clicks, "read clicks/2 again")]
 
-    code, third = run_here(jobs, wh, CONNECTION, job="fan")
+    code, third = run_here(jobs, wh, s3_connection, job="fan")
     assert (code, third["records_read"]) == (0, 1), third
     assert _ids(s3_server, f"{wh}/tables/clicks") == [1, 2, 3, 3], "the range after the rewound value, read again"
 
 
 def test_a_copy_job_with_its_warehouse_and_target_on_s3(
-    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, connected: None
+    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
 ) -> None:
     landing = REPO / "jobs" / "demo" / "data" / "landing-files"
     mirror = {  # the demo mirror (jobs/demo/mirror.conf) into the bucket: no target_options, the connection's
@@ -115,7 +104,7 @@ def test_a_copy_job_with_its_warehouse_and_target_on_s3(
     jobs.mkdir()
     (jobs / "mirror.yaml").write_text(yaml.safe_dump(mirror))
     wh = f"s3a://{bucket}/lake"
-    code, first = run_here(jobs, wh, CONNECTION, job="mirror")
+    code, first = run_here(jobs, wh, s3_connection, job="mirror")
     assert (code, first["status"]) == (0, "SUCCEEDED"), first
     expected = {
         str(p.relative_to(landing)): p.read_bytes() for p in landing.rglob("*") if p.is_file() and p.name != "_SUCCESS"
@@ -131,6 +120,6 @@ def test_a_copy_job_with_its_warehouse_and_target_on_s3(
     manifests = client.list_objects_v2(Bucket=bucket, Prefix="lake/_engine/").get("Contents", [])
     assert any("manifest" in o["Key"] for o in manifests), "the manifests are in the warehouse on S3"
 
-    code, again = run_here(jobs, wh, CONNECTION, job="mirror")
+    code, again = run_here(jobs, wh, s3_connection, job="mirror")
     assert (code, again["status"]) == (0, "SUCCEEDED"), again
     assert again["dags"][0]["copy"]["files_copied"] == 0, "the manifests on S3 were read back: nothing copied twice"
