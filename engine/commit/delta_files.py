@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from engine.commit.fs import HadoopFs
+from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

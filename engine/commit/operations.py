@@ -7,11 +7,11 @@ from __future__ import annotations
 import getpass
 from typing import TYPE_CHECKING
 
-from engine.commit.fs import HadoopFs
 from engine.commit.log import CommitLog, Pending
 from engine.commit.steps import CommitStep, DeleteStaging, DeltaWrite, StepContext
 from engine.errors import ConfigError
 from engine.state.store import StateStore
+from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

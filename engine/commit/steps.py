@@ -22,14 +22,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pyspark.sql import functions as F
-
 from engine.commit.delta_files import WrittenFiles, commit_files, read_written
 from engine.commit.errors import StepError
-from engine.commit.fs import HadoopFs
 from engine.state import watermarks
 from engine.state.rows import DatasetState, FileRead, utcnow
 from engine.state.store import StateStore
+from engine.storage.deltalog import transaction_version
+from engine.storage.hadoop import HadoopFs
+from engine.storage.options import store_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -48,8 +48,9 @@ class StepContext:
     midway: Callable[[], None] = lambda: None
     """Called halfway through a step that moves many files (the ``mid_step`` kill point)."""
     locations: Mapping[str, object] = field(default_factory=dict)
-    """The file systems of the running job's copy DAGs by URL, with their options and credentials
-    (:class:`engine.copy.fs.Location`): steps store URLs, never credentials."""
+    """What the running job's DAGs reach by URL, with their options and credentials: a copy DAG's
+    file systems (:class:`engine.copy.fs.Location`), a Delta table's delta-rs options (a mapping).
+    Steps store URLs, never credentials."""
 
 
 _KINDS: dict[str, type[CommitStep]] = {}
@@ -169,23 +170,17 @@ class DeltaWrite(CommitStep):
     staged as Parquet in ``staging`` and is written to the table here."""
 
     def verify(self, ctx: StepContext) -> bool:
-        """Whether a commit after ``base_version`` carries this app id at this batch or later (the
-        ``txn`` actions of the JSON commits, as the Delta protocol defines them)."""
-        latest = ctx.fs.delta_version(self.table)
-        if latest <= self.base_version:
+        """Whether the table moved past ``base_version`` and its ``txn`` for this app id is at this
+        batch or later. delta-rs reads the log as the protocol defines it (checkpoints too, so a
+        log cleaned up since still answers), with the options the running job opened the table
+        with (:meth:`Dag.locations <engine.runtime.dag.Dag.locations>`)."""
+        if ctx.fs.delta_version(self.table) <= self.base_version:
             return False
-        paths = [f"{self.table}/_delta_log/{v:020d}.json" for v in range(self.base_version + 1, latest + 1)]
-        txns = (
-            ctx.spark.read.text(paths)
-            .where(F.col("value").contains('"txn"'))
-            .select(
-                F.get_json_object("value", "$.txn.appId").alias("app"),
-                F.get_json_object("value", "$.txn.version").alias("v"),
-            )
-            .where(F.col("app") == self.app_id)
-            .collect()
-        )
-        return any(int(r["v"]) >= self.batch for r in txns)
+        options = ctx.locations.get(self.table)
+        if not isinstance(options, Mapping):
+            options = store_options(self.table)
+        committed = transaction_version(self.table, self.app_id, options)
+        return committed is not None and committed >= self.batch
 
     def execute(self, ctx: StepContext) -> None:
         before = ctx.fs.delta_version(self.table)

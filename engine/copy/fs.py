@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 
 from engine.copy.errors import FileSystemConfigError
 from engine.gcpause import gc_paused
+from engine.storage.arrow import ArrowFs
 
 __all__ = [
     "S3_OPTIONS",
@@ -94,6 +95,11 @@ class Location:
     def display(self, path: str) -> str:
         """``path`` (within ``fs``) as a full URL for messages: ``s3://bucket/key`` or the local path."""
         return path if self.local else self.prefix + path
+
+    @property
+    def files(self) -> ArrowFs:
+        """The commit steps' :class:`~engine.storage.filesystem.FileSystem` of this location."""
+        return ArrowFs(self.fs, local=self.local)
 
     @property
     def object_store(self) -> bool:

@@ -14,11 +14,9 @@ passes its copy DAGs' file systems in (:attr:`StepContext.locations
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import re
-import shutil
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,38 +33,6 @@ def location(ctx: StepContext, url: str) -> Location:
     credentials), or as the URL alone opens it."""
     found = ctx.locations.get(url)
     return found if isinstance(found, Location) else resolve(url)
-
-
-def _size(loc: Location, path: str) -> int | None:
-    if loc.local:
-        try:
-            return os.stat(path).st_size
-        except FileNotFoundError:
-            return None
-    info = loc.fs.get_file_info(path)
-    return None if info.type.name == "NotFound" else int(info.size or 0)
-
-
-def _exists(loc: Location, path: str) -> bool:
-    if loc.local:
-        return os.path.lexists(path)
-    return bool(loc.fs.get_file_info(path).type.name != "NotFound")
-
-
-def _empty_dir(loc: Location, path: str) -> bool:
-    """A directory (or an object store's directory marker) with nothing in it."""
-    if loc.local:
-        return os.path.isdir(path) and not os.listdir(path)
-    if loc.fs.get_file_info(path).type != pafs.FileType.Directory:
-        return False
-    return not loc.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-
-
-def _is_file(loc: Location, path: str) -> bool:
-    """A file (or a link) at ``path``; not a directory, which a replayed publish may have made there."""
-    if loc.local:
-        return os.path.islink(path) or os.path.isfile(path)
-    return bool(loc.fs.get_file_info(path).type.name == "File")
 
 
 @dataclass
@@ -86,7 +52,7 @@ class PublishFileSet(CommitStep):
     def verify(self, ctx: StepContext) -> bool:
         loc = location(ctx, self.target)
         return all(
-            not _exists(loc, staged_file(self.staging, str(key), str(name))) and _size(loc, str(dst)) == size
+            not loc.files.exists(staged_file(self.staging, str(key), str(name))) and loc.files.size(str(dst)) == size
             for key, name, dst, size in self.files
         )
 
@@ -101,25 +67,19 @@ class PublishFileSet(CommitStep):
             staged = staged_file(self.staging, str(key), str(name))
             if name:
                 members.add(str(key))
-            if _exists(loc, staged):
+            if loc.files.exists(staged):
                 self._parents(loc, posixpath.dirname(str(dst)), created)
-                if loc.local:
-                    os.replace(staged, str(dst))
-                elif loc.object_store and int(str(size)) > COPY_OBJECT_LIMIT:
+                if loc.object_store and int(str(size)) > COPY_OBJECT_LIMIT:
                     _stream_move(loc, staged, str(dst))
                 else:
-                    loc.fs.move(staged, str(dst))
-            elif _size(loc, str(dst)) != size:
+                    loc.files.rename(staged, str(dst))
+            elif loc.files.size(str(dst)) != size:
                 raise StepError(
                     f"file set `{self.file_set or self.dataset}`: staged file {staged} is missing and "
                     f"{loc.display(str(dst))} does not hold its {size} bytes"
                 )
         for key in sorted(members):  # an archive's emptied member directories
-            directory = f"{self.staging}/{key}"
-            if loc.local:
-                shutil.rmtree(directory, ignore_errors=True)
-            elif loc.fs.get_file_info(directory).type.name == "Directory":
-                loc.fs.delete_dir(directory)
+            loc.files.delete(f"{self.staging}/{key}", recursive=True)
 
     def _parents(self, loc: Location, directory: str, created: set[str]) -> None:
         if directory in created:
@@ -157,14 +117,14 @@ streamed into place (a multipart upload) instead."""
 def _stream_move(loc: Location, staged: str, dst: str) -> None:
     """Copy ``staged`` to ``dst`` through a stream (multipart upload), check its size, then delete
     the staged object. A crash midway leaves the staged object, so the step is simply redone."""
-    size = _size(loc, staged)
+    size = loc.files.size(staged)
     with (
         loc.fs.open_input_stream(staged, compression=None) as src,
         loc.fs.open_output_stream(dst, compression=None) as out,
     ):
         while chunk := src.read(64 << 20):
             out.write(chunk)
-    if _size(loc, dst) != size:
+    if loc.files.size(dst) != size:
         raise StepError(f"{loc.display(dst)} does not hold the {size} bytes of {loc.display(staged)} after the copy")
     loc.fs.delete_file(staged)
 
@@ -193,32 +153,19 @@ class ClearStaging(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(ctx, self.target)
-        if any(_exists(loc, d) for d in self._directories(loc)):
+        if any(loc.files.exists(d) for d in self._directories(loc)):
             return False
-        return not _empty_dir(loc, posixpath.dirname(self.staging))
+        return not loc.files.empty_dir(posixpath.dirname(self.staging))
 
     def execute(self, ctx: StepContext) -> None:
         loc = location(ctx, self.target)
         for directory in self._directories(loc):
-            if loc.local:
-                shutil.rmtree(directory, ignore_errors=True)
-            elif loc.fs.get_file_info(directory).type.name == "Directory":
-                loc.fs.delete_dir(directory)
-        self._remove_parent_if_empty(loc)
-
-    def _remove_parent_if_empty(self, loc: Location) -> None:
-        """``_engine_staging`` itself goes once nothing is in it, so a mirror holds exactly what its
-        source holds; while another DAG's (or a failed set's) staged files wait there, it stays.
-        Locally ``rmdir`` refuses a directory that is not empty, so a DAG staging there at the same
-        moment keeps its files; an object store has no such check (its directory is a marker object),
-        so it is listed first, and a file staged in between the listing and the deletion would go:
-        the other DAG's publish then finds it missing and fails the set, which its next run copies."""
-        parent = posixpath.dirname(self.staging)
-        if loc.local:
-            with contextlib.suppress(OSError):  # not empty, or already gone
-                os.rmdir(parent)
-        elif _empty_dir(loc, parent):
-            loc.fs.delete_dir(parent)
+            loc.files.delete(directory, recursive=True)
+        # ``_engine_staging`` itself goes once nothing is in it, so a mirror holds exactly what its
+        # source holds; while another DAG's (or a failed set's) staged files wait there, it stays.
+        # On an object store a file staged between the emptiness check and the deletion would go:
+        # the other DAG's publish then finds it missing and fails the set, which its next run copies.
+        loc.files.delete_if_empty(posixpath.dirname(self.staging))
 
     def describe(self) -> str:
         return f"clear the staging directory {self.staging}"
@@ -237,7 +184,7 @@ class DeleteTargetFiles(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(ctx, self.target)
-        if any(_is_file(loc, p) for p in self.paths):  # a directory there now is a publish's doing
+        if any(loc.files.is_file(p) for p in self.paths):  # a directory there now is a publish's doing
             return False
         if loc.local and self.root:  # and the directories they emptied are gone
             parents = {posixpath.dirname(p) for p in self.paths if posixpath.dirname(p) != self.root.rstrip("/")}
@@ -249,11 +196,8 @@ class DeleteTargetFiles(CommitStep):
         for i, path in enumerate(self.paths):
             if i == len(self.paths) // 2:
                 ctx.midway()
-            if _is_file(loc, path):
-                if loc.local:
-                    os.remove(path)
-                else:
-                    loc.fs.delete_file(path)
+            if loc.files.is_file(path):
+                loc.files.delete(path)
         if loc.local and self.root:
             _prune(self.root, {posixpath.dirname(p) for p in self.paths})
 
@@ -281,7 +225,7 @@ class WriteEvents(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         loc = location(ctx, self.directory)
-        return _exists(loc, loc.join(self.name))
+        return loc.files.exists(loc.join(self.name))
 
     def execute(self, ctx: StepContext) -> None:
         loc = location(ctx, self.directory)
@@ -290,7 +234,7 @@ class WriteEvents(CommitStep):
         tmp = loc.join(f".{self.name}.tmp")
         with loc.fs.open_output_stream(tmp, compression=None) as out:
             out.write("".join(line + "\n" for line in self.lines).encode())
-        loc.fs.move(tmp, path)
+        loc.files.rename(tmp, path)
 
     def describe(self) -> str:
         return f"write {len(self.lines)} file-set event(s) to {self.directory}/{self.name}"

@@ -21,7 +21,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine.commit.batch import BatchRef
-from engine.commit.fs import HadoopFs
 from engine.commit.killpoints import kill_point
 from engine.commit.log import Batch, CommitLog
 from engine.commit.sequence import CommitSequence
@@ -32,6 +31,7 @@ from engine.state import watermarks
 from engine.state.rows import FlowStatusRow, JobStatusRow, LogRow, utcnow
 from engine.state.status import Status, run_outcome
 from engine.state.store import StateStore, StatusStore
+from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from engine.commit.batch import BatchRef, Staged
-    from engine.commit.fs import HadoopFs
+    from engine.storage.hadoop import HadoopFs
 
 
 class Sink(ABC):

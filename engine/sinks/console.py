@@ -11,7 +11,7 @@ from engine.sinks.conf import ConsoleSinkConf
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from engine.commit.fs import HadoopFs
+    from engine.storage.hadoop import HadoopFs
 
 
 class ConsoleSink(Sink):

@@ -26,7 +26,7 @@ from engine.state.delta_table import VERSION_PROPERTY, meta_table, never_written
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from engine.commit.fs import HadoopFs
+    from engine.storage.hadoop import HadoopFs
 
 RECORD_ID = "record_id"
 ERROR_TABLE_DDL = (

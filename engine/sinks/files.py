@@ -17,7 +17,7 @@ from engine.sinks.table import TableSink
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from engine.commit.fs import HadoopFs
+    from engine.storage.hadoop import HadoopFs
 
 
 class FilesSink(TableSink):

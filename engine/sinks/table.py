@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from engine.commit.batch import BatchRef
-    from engine.commit.fs import HadoopFs
+    from engine.storage.hadoop import HadoopFs
 
 
 class TableSink(Sink):

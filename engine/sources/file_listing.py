@@ -5,8 +5,8 @@ Python (no Spark job: a job costs seconds on a cold JVM, on every run, even with
 through Spark's own file index (:func:`spark_listing`: one round trip however many files, big
 listings in parallel on executors). Both skip what Spark's readers skip (:func:`hidden`: ``_`` or
 ``.`` prefixes such as ``_SUCCESS``) and report the same paths, sizes and times. Existence and globs
-go through the Hadoop FileSystem API (:class:`HadoopPaths`: one py4j call per path, so a glob
-means what it means to Spark). :class:`FileEntry` is what a work unit carries (a stored plan names it).
+go through the Hadoop FileSystem API (:class:`~engine.storage.hadoop.HadoopFs`: one py4j call per
+path, so a glob means what it means to Spark). :class:`FileEntry` is what a work unit carries (a stored plan names it).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from pyspark.sql import functions as F
 
+from engine.storage.filesystem import hidden
+from engine.storage.hadoop import HadoopFs
 from engine.storage.options import local_path
 
 if TYPE_CHECKING:
@@ -54,10 +56,10 @@ def list_files(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int,
     local patterns walked from Python, the others listed by Spark."""
     local = [p for p in patterns if local_path(p) is not None]
     remote = [p for p in patterns if local_path(p) is None]
-    return local_listing(HadoopPaths(spark), local) + spark_listing(spark, remote)
+    return local_listing(HadoopFs(spark), local) + spark_listing(spark, remote)
 
 
-def local_listing(fs: HadoopPaths, patterns: list[str]) -> list[tuple[str, int, int]]:
+def local_listing(fs: HadoopFs, patterns: list[str]) -> list[tuple[str, int, int]]:
     """What :func:`spark_listing` gives for local ``patterns``, without a Spark job: each pattern
     globbed by Hadoop (one py4j call), each match walked (symbolic links followed, as Hadoop's local
     file system does). Times are milliseconds, truncated as Java's are."""
@@ -83,13 +85,6 @@ def _local_entry(path: str) -> tuple[str, int, int] | None:
     except FileNotFoundError:
         return None
     return f"file:{path}", st.st_size, st.st_mtime_ns // 1_000_000
-
-
-def hidden(name: str) -> bool:
-    """Whether Spark's file index skips a file or directory of this name when it lists a
-    directory: ``.`` or ``_`` prefixes (not ``_`` names holding a ``=``: partition directories) and
-    files being copied. What a glob matches itself is never skipped."""
-    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
 
 
 def spark_listing(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
@@ -140,40 +135,3 @@ def _listing_session(spark: SparkSession) -> SparkSession:
 def bare(path: str) -> str:
     """A Hadoop path without its scheme and authority (``file:/a b/x`` -> ``/a b/x``)."""
     return re.sub(SCHEME, "", path)
-
-
-class HadoopPaths:
-    """The Hadoop FileSystem API through py4j, for what costs one call per path: existence and globs
-    (listing many files goes through :func:`list_files`)."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        self._jvm = jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-
-    def _path(self, path: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(path)
-
-    def exists(self, path: str) -> bool:
-        jpath = self._path(path)
-        return bool(jpath.getFileSystem(self._conf).exists(jpath))
-
-    def matches(self, pattern: str) -> bool:
-        """Whether anything matches (one call, whatever the number of matches)."""
-        jpath = self._path(pattern)
-        found = jpath.getFileSystem(self._conf).globStatus(jpath)
-        return found is not None and len(found) > 0
-
-    def glob(self, pattern: str, *, visible_only: bool = True) -> list[tuple[str, bool]]:
-        """``(uri, is_directory)`` of each match (each visible one: :func:`hidden`)."""
-        jpath = self._path(pattern)
-        matches = jpath.getFileSystem(self._conf).globStatus(jpath)
-        if matches is None:
-            return []
-        out = []
-        for status in matches:
-            path = status.getPath()
-            if not (visible_only and hidden(path.getName())):
-                out.append((path.toString(), bool(status.isDirectory())))
-        return out

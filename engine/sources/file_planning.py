@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 from engine.errors import ConfigError
 from engine.sources.base import PlanContext
 from engine.sources.conf import FilesSourceConf
-from engine.sources.file_listing import FileEntry, HadoopPaths, bare, list_files
+from engine.sources.file_listing import FileEntry, bare, list_files
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.errors import FileLogLostError
 from engine.state.store import FileKey
 from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
+from engine.storage.hadoop import HadoopFs
 from engine.storage.partitions import PartitionLayout
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class FilePlanner:
 
     def _list(self, spark: SparkSession) -> list[FileEntry]:
         """Every visible file under the paths (:func:`~engine.sources.file_listing.list_files`)."""
-        fs = HadoopPaths(spark)
+        fs = HadoopFs(spark)
         patterns = [p for p in self.conf.paths() if fs.matches(p)]  # a glob matching nothing yet is no data
         single = f"files:{self.conf.paths()[0]}" if self.conf.datasets == "single" else None
         found: dict[str, FileEntry] = {}
@@ -200,7 +201,7 @@ class FilePlanner:
     def _files_by_root(self, spark: SparkSession) -> dict[str, list[tuple[str, int, int]]]:
         """``(path below the root, bytes, mtime ms)`` of the files under each matched root
         directory, sorted by root, from one listing of them all."""
-        fs = HadoopPaths(spark)
+        fs = HadoopFs(spark)
         roots = sorted({r for p in self.conf.paths() for r, is_dir in fs.glob(p) if is_dir})
         under: dict[str, list[tuple[str, int, int]]] = {r: [] for r in roots}
         bare_roots = {bare(r).rstrip("/") + "/": r for r in roots}

@@ -22,10 +22,11 @@ from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
 from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
-from engine.sources.file_listing import GLOB, SCHEME, FileEntry, HadoopPaths, bare, directory_prefix
+from engine.sources.file_listing import GLOB, SCHEME, FileEntry, bare, directory_prefix
 from engine.sources.file_planning import FilePlanner
 from engine.sources.record_errors import corrupt_reason
 from engine.sources.workunits import WorkUnit
+from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -48,7 +49,7 @@ class FilesSource(Source):
         self._skipped = SkippedFiles()
 
     def check(self, spark: SparkSession, *, not_yet: frozenset[str] = frozenset()) -> None:
-        fs = HadoopPaths(spark)
+        fs = HadoopFs(spark)
         for path in (p for p in self.conf.paths() if p not in not_yet):
             # A glob that matches nothing yet is fine (nothing new); its fixed prefix must exist.
             probe = path if not GLOB.search(path) else directory_prefix(path)

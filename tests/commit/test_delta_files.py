@@ -15,11 +15,11 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef
 from engine.commit.delta_files import WrittenFiles, commit_files, write_files
-from engine.commit.fs import HadoopFs
 from engine.commit.steps import CommitStep, DeltaWrite, StepContext, StepError
 from engine.sinks.conf import DeltaSinkConf
 from engine.sinks.delta import DeltaSink
 from engine.state.store import InMemoryMetadataStore
+from engine.storage.hadoop import HadoopFs
 
 APP = "engine:e:j:d:lake"
 

@@ -11,13 +11,13 @@ import pytest
 from deltalake import DeltaTable
 
 from engine.commit import codec
-from engine.commit.fs import HadoopFs
 from engine.commit.steps import CommitStep, DeltaWrite, RenameFiles, StepContext, StepError
 from engine.sources.delta import Range
 from engine.sources.files import FileEntry
 from engine.sources.workunits import Size, WorkUnit
 from engine.state.store import InMemoryMetadataStore
 from engine.state.watermarks import FileWatermark, LongWatermark, TimestampWatermark
+from engine.storage.hadoop import HadoopFs
 
 
 def ctx(spark: Any, *, fresh: bool = False) -> StepContext:
@@ -106,3 +106,20 @@ def test_a_delta_write_commits_once_however_often_it_runs(spark: Any, tmp_path: 
 
     with pytest.raises(StepError, match="Delta skipped the write of batch 2"):
         step.execute(ctx(spark, fresh=True))  # a fresh sequence whose batch the table already has
+
+
+def test_a_delta_write_is_verified_from_a_checkpoint_once_its_commit_is_cleaned_up(spark: Any, tmp_path: Path) -> None:
+    table, staging = tmp_path / "t", tmp_path / "t" / "_engine_staging" / "b2"
+    spark.range(5).write.format("delta").save(str(table))
+    spark.range(3).write.parquet(str(staging))
+    step = DeltaWrite("lake", str(table), str(staging), "append", "engine:e:j:d:lake", 2, 0)
+    step.execute(ctx(spark, fresh=True))  # version 1 carries the txn
+    for _ in range(9):
+        spark.range(1).write.format("delta").mode("append").save(str(table))
+    log = table / "_delta_log"
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
+    for version in range(10):  # what Delta's log cleanup removes once a checkpoint covers it
+        (log / f"{version:020d}.json").unlink()
+    assert step.verify(ctx(spark))
+    assert not DeltaWrite("lake", str(table), str(staging), "append", "engine:e:j:d:lake", 3, 0).verify(ctx(spark))
+    assert not DeltaWrite("lake", str(table), str(staging), "append", "engine:other", 2, 0).verify(ctx(spark))

@@ -525,9 +525,9 @@ def test_glob_datasets_of_single_files_publish_each_file_alone(spark: Any, lake:
 
 
 def test_a_file_that_became_a_directory_is_replaced_and_the_deletion_replays_cleanly(spark: Any, lake: Path) -> None:
-    from engine.commit.fs import HadoopFs
     from engine.commit.steps import StepContext
     from engine.copy.steps import DeleteTargetFiles
+    from engine.storage.hadoop import HadoopFs
 
     src, dst = lake.parent / "src", lake.parent / "dst"
     tree(src, {"d/b": b"a file", "keep.bin": b"k"})

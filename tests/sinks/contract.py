@@ -14,13 +14,13 @@ from typing import Any, ClassVar
 import pytest
 
 from engine.commit.batch import BatchRef
-from engine.commit.fs import HadoopFs
 from engine.commit.steps import CommitStep, StepContext
 from engine.errors import ConfigError
 from engine.runtime.jobdag import JobDag
 from engine.sinks import SINKS
 from engine.sinks.base import Sink
 from engine.state.store import InMemoryMetadataStore
+from engine.storage.hadoop import HadoopFs
 from tests.helpers import compile_dict, run_with, write_jsonl
 
 IDS = [1, 2, 3]

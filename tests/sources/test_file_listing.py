@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.sources.file_listing import HadoopPaths, hidden, list_files, local_listing, spark_listing
+from engine.sources.file_listing import list_files, local_listing, spark_listing
+from engine.storage.filesystem import hidden
+from engine.storage.hadoop import HadoopFs
 
 
 def _tree(root: Path) -> None:
@@ -44,7 +46,7 @@ def test_a_local_listing_finds_what_sparks_file_index_finds(spark: Any, tmp_path
     root = tmp_path / "in"
     _tree(root)
     patterns = [pattern.format(root=root)]
-    fs = HadoopPaths(spark)
+    fs = HadoopFs(spark)
     assert sorted(local_listing(fs, patterns)) == sorted(spark_listing(spark, patterns))
     assert local_listing(fs, patterns)  # every pattern finds something
 

@@ -1,23 +1,28 @@
-"""File operations of the commit protocol through Hadoop's FileSystem API (py4j), so the same code
-works on local disks, HDFS and object stores. Checksum files (``.crc``) follow their data files."""
+"""Hadoop's FileSystem API through py4j: the :class:`~engine.storage.filesystem.FileSystem` of what
+Spark reads and writes, so commit steps, sinks and sources see paths exactly as Spark's readers and
+writers do (local disks, HDFS, object stores through S3A, with Spark's credentials). Checksum files
+(``.crc``) follow their data files. Each method is one or two py4j calls; listing many files for a
+source goes through Spark itself (:mod:`engine.sources.file_listing`)."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
 
+from engine.storage.filesystem import hidden
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+__all__ = ["HadoopFs"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
-def hidden(name: str) -> bool:
-    """Names Spark's readers skip (``_SUCCESS``, ``_delta_log``, ``.crc``, our staging)."""
-    return name.startswith(("_", "."))
-
-
 class HadoopFs:
+    """The :class:`~engine.storage.filesystem.FileSystem` of a Spark session's Hadoop configuration,
+    with what only Hadoop paths need beside it: globs and a Delta table's latest version."""
+
     def __init__(self, spark: SparkSession) -> None:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -29,7 +34,6 @@ class HadoopFs:
         return jpath.getFileSystem(self._conf), jpath
 
     def size(self, path: str) -> int | None:
-        """The file's length, or ``None`` if it does not exist."""
         fs, jpath = self._fs(path)
         try:
             return int(fs.getFileStatus(jpath).getLen())
@@ -42,9 +46,11 @@ class HadoopFs:
         fs, jpath = self._fs(path)
         return bool(fs.exists(jpath))
 
+    def is_file(self, path: str) -> bool:
+        fs, jpath = self._fs(path)
+        return bool(fs.isFile(jpath))
+
     def files(self, root: str, *, visible_only: bool = False) -> list[tuple[str, int]]:
-        """``(path relative to root, size)`` of every file below ``root`` (none if it is missing).
-        ``visible_only`` skips names (at any level) that Spark's readers skip."""
         fs, jpath = self._fs(root)
         if not fs.exists(jpath):
             return []
@@ -76,8 +82,29 @@ class HadoopFs:
         if fs.exists(jpath) and fs.getFileStatus(jpath).isDirectory() and not fs.listStatus(jpath):
             fs.delete(jpath, False)
 
+    def matches(self, pattern: str) -> bool:
+        """Whether anything matches the glob (one call, whatever the number of matches)."""
+        fs, jpath = self._fs(pattern)
+        found = fs.globStatus(jpath)
+        return found is not None and len(found) > 0
+
+    def glob(self, pattern: str, *, visible_only: bool = True) -> list[tuple[str, bool]]:
+        """``(uri, is_directory)`` of each match of the glob, as Spark expands it (each visible
+        one: :func:`~engine.storage.filesystem.hidden`)."""
+        fs, jpath = self._fs(pattern)
+        matches = fs.globStatus(jpath)
+        if matches is None:
+            return []
+        out = []
+        for status in matches:
+            path = status.getPath()
+            if not (visible_only and hidden(path.getName())):
+                out.append((path.toString(), bool(status.isDirectory())))
+        return out
+
     def delta_version(self, table: str) -> int:
-        """The latest committed version of a Delta table from its log listing (-1: no table)."""
+        """The latest committed version of a Delta table from its log listing (-1: no table): one
+        listing, cheaper than loading the log, which the hot path does not need."""
         fs, jpath = self._fs(f"{table.rstrip('/')}/_delta_log")
         if not fs.exists(jpath):
             return -1
