@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from engine.cli.progress import shown
 from engine.spec.app import AppConf, app_conf
 from engine.state.status import Status
+from engine.storage.paths import StoragePath
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -206,4 +207,5 @@ def _given(section: dict[str, Any]) -> dict[str, Any]:
 
 
 def _absolute(path: str) -> str:
-    return path if "://" in path else str(Path(path).resolve())
+    """The warehouse as the run uses it: a URL (``file:/x`` too) as written, a plain path absolute."""
+    return path if StoragePath.parse(path).is_url else str(Path(path).resolve())

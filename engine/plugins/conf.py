@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import Self
 
+from engine.storage.paths import StoragePath, is_relative, under
+
 
 @dataclass(frozen=True)
 class Anchors:
@@ -24,16 +26,15 @@ class Anchors:
     warehouse: str
 
     def from_job_file(self, path: str) -> str:
-        """``path`` made absolute against the job file's directory; URLs and absolute paths as they are."""
-        if "://" in path or path.startswith("/"):
+        """``path`` made absolute against the job file's directory (symbolic links followed); URLs
+        (``file:/x`` too) and absolute paths as they are."""
+        if not is_relative(path):
             return path
-        return str((self.base_dir / path).resolve())
+        return str(StoragePath.parse(path, base=self.base_dir, resolve=True))
 
     def under_warehouse(self, path: str) -> str:
-        """``path`` placed under the warehouse; URLs and absolute paths as they are."""
-        if "://" in path or path.startswith("/"):
-            return path
-        return f"{self.warehouse.rstrip('/')}/{path}"
+        """``path`` placed under the warehouse; URLs (``file:/x`` too) and absolute paths as they are."""
+        return under(path, self.warehouse)
 
 
 class PluginConf(BaseModel):

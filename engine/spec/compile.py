@@ -39,6 +39,7 @@ from engine.spec.model import (
 from engine.spec.places import check_writable, inside, nested, place
 from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
+from engine.storage.paths import StoragePath, is_relative
 
 _M = TypeVar("_M", bound=BaseModel)
 _C = TypeVar("_C", bound=PluginConf)
@@ -124,7 +125,7 @@ def _fan_out(
 def _discovery(job: JobConf, ctx: _Context) -> GlobDiscoverConf | JdbcTablesDiscoverConf | None:
     """The fan-out's discovery still to run, its glob made absolute (relative to the job file)."""
     found = job.fan_out.discover if job.fan_out else None
-    if isinstance(found, GlobDiscoverConf) and "://" not in found.path and not found.path.startswith("/"):
+    if isinstance(found, GlobDiscoverConf) and is_relative(found.path):
         return found.model_copy(update={"path": str(ctx.base_dir / found.path)})
     return found
 
@@ -269,7 +270,7 @@ def _file_set(conf: CopyConf, ckey: str, ctx: _Context) -> str:
 
 def _check_local_only(conf: CopyConf, target: str, ckey: str, ctx: _Context) -> None:
     """Refuse, for a remote target, what only the OS of a local one can do."""
-    if _is_local(target):
+    if StoragePath.parse(target).is_local:
         return
     wants = [
         k
@@ -333,15 +334,10 @@ def _check_copy_places(dags: tuple[DagSpec | CopyDagSpec, ...], warehouse: str, 
                 )
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
-
-
 def _local_path(path: str, ctx: _Context) -> str:
-    """A local path made absolute against the job file's directory; URLs as they are."""
-    if "://" in path:
-        return path
-    return str((ctx.base_dir / path).resolve())
+    """A plain path made absolute against the job file's directory, symbolic links followed (absolute
+    ones too: the copy runtime keys staged files by this text); URLs (``file:/x`` too) as they are."""
+    return str(StoragePath.parse(path, base=ctx.base_dir, resolve=True))
 
 
 def _plugin(

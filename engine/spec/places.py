@@ -1,21 +1,18 @@
 """Where a job writes and reads, compared as places: the paths the engine reserves for itself, and
 which of a DAG's inputs its upstream DAGs create.
 
-A place is ``(scheme, authority, normalised path)``: ``..`` and ``.`` are folded and relative local
-paths made absolute, so ``lake/../_engine/state`` and an absolute path into the warehouse compare
-equal to what the engine itself uses. Symbolic links are not followed.
+A place is ``(scheme, authority, normalised path)`` (:attr:`StoragePath.place`): ``..`` and ``.`` are
+folded and relative local paths made absolute, so ``lake/../_engine/state``, an absolute path into the
+warehouse and its ``file:`` URL compare equal to what the engine itself uses. Symbolic links are not
+followed.
 """
 
 from __future__ import annotations
 
-import os
-import posixpath
-
 from engine.commit.lease import WRITER_DIR
 from engine.errors import ConfigError
 from engine.spec.model import AnyDagSpec, JobSpec
-
-Place = tuple[str, str, str]
+from engine.storage.paths import Place, StoragePath
 
 METADATA_DIR = "_engine"
 """Under the warehouse: state, commit log, runs, leases, file log, copy manifests and events."""
@@ -29,14 +26,7 @@ RESERVED_NAMES = (STAGING_DIR, DELTA_LOG_DIR, WRITER_DIR)
 
 def place(path: str) -> Place:
     """``(scheme, authority, normalised path)`` of a path or URL, for overlap checks."""
-    if "://" not in path:
-        return ("file", "", posixpath.normpath(os.path.abspath(path)))
-    scheme, rest = path.split("://", 1)
-    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme.lower(), scheme.lower())
-    authority, _, inner = rest.partition("/")
-    if scheme == "file":
-        return ("file", "", posixpath.normpath("/" + inner))
-    return (scheme, authority.rsplit("@", 1)[-1], posixpath.normpath("/" + inner))
+    return StoragePath.parse(path).place
 
 
 def inside(a: Place, b: Place) -> bool:

@@ -11,9 +11,10 @@ adds what they need beside them (plain HTTP to an ``http://`` endpoint).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from engine.storage.paths import StoragePath
 
 CREDENTIALS_FROM = "the AWS_* environment variables, ~/.aws, or the instance's role"
 """Where an object store client finds its settings when no connection names them (for messages)."""
@@ -21,19 +22,14 @@ CREDENTIALS_FROM = "the AWS_* environment variables, ~/.aws, or the instance's r
 
 def scheme(path: str) -> str:
     """``path``'s URL scheme, lower case (``""`` for a plain local path)."""
-    head, sep, _ = path.partition("://")
-    return head.lower() if sep and head.isalnum() else ""
+    parsed = StoragePath.parse(path)
+    return parsed.scheme if parsed.is_url else ""
 
 
 def local_path(path: str) -> str | None:
     """``path`` as an absolute local path if it names the local file system (no scheme, or
     ``file:``), else None."""
-    if path.startswith("file:"):
-        rest = path[len("file:") :]
-        return "/" + rest.lstrip("/") if rest.startswith("/") else None
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", path):
-        return None
-    return os.path.abspath(path)
+    return StoragePath.parse(path).local
 
 
 def _endpoint(env: Mapping[str, str]) -> str:
@@ -58,7 +54,7 @@ def hadoop_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def bucket(path: str) -> str:
     """The bucket (or container, or host) of an object store URL."""
-    return path.split("://", 1)[1].split("/", 1)[0] if "://" in path else ""
+    return StoragePath.parse(path).authority
 
 
 def connection_hadoop_settings(conn: Mapping[str, Any]) -> dict[str, str]:

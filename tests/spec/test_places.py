@@ -39,6 +39,7 @@ def refused(raw: dict[str, Any], tmp_path: Path) -> ConfigError:
         pytest.param("{lake}/_engine/state", "the engine's metadata", id="absolute-into-metadata"),
         pytest.param("{lake}/../lake/_engine/leases", "the engine's metadata", id="absolute-with-dot-dot"),
         pytest.param("file://{lake}/_engine/state", "the engine's metadata", id="file-url"),
+        pytest.param("file:{lake}/_engine/state", "the engine's metadata", id="file-hadoop-form"),
         pytest.param(".", "the engine's metadata", id="the-warehouse-itself-holds-it"),
         pytest.param("..", "the engine's metadata", id="a-parent-of-the-warehouse"),
         pytest.param("orders/_engine_staging/t.b1", "`_engine_staging`", id="a-staging-dir"),
@@ -173,6 +174,20 @@ def test_a_dependent_may_read_above_or_below_what_an_upstream_writes(
     spec = compile_dict(raw, lake, file=tmp_path / "jobs" / "t.conf")
     (dep,) = [d for d in spec.dags if d.name == "dep"]
     assert made_upstream(spec, dep) == {p.format(lake=lake) for p in exempt}
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param("{tmp}/in/sub", id="plain"),
+        pytest.param("file:{tmp}/in/sub", id="file-hadoop-form"),
+        pytest.param("file://{tmp}/in/", id="file-url"),
+    ],
+)
+def test_a_copy_target_inside_its_source_is_refused_however_it_is_written(tmp_path: Path, target: str) -> None:
+    raw = {"copy": {"source": str(tmp_path / "in"), "target": target.format(tmp=tmp_path)}}
+    error = refused(raw, tmp_path)
+    assert (error.key, "overlap" in error.message) == ("job.copy.target", True)
 
 
 def test_the_reserved_names_are_the_ones_the_engine_stages_under() -> None:

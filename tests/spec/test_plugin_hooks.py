@@ -70,6 +70,24 @@ def test_a_new_plugin_resolves_its_own_paths(tmp_path: Path) -> None:
     assert (d.sinks[0].conf.main, d.sinks[0].conf.copy_to) == (f"{tmp_path / 'lake'}/a", "/abs/b")  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    ("path", "from_job_file", "under_warehouse"),
+    [
+        pytest.param("data", "{base}/data", "{lake}/data", id="relative"),
+        pytest.param("/abs/./b/", "/abs/./b/", "/abs/./b/", id="absolute-as-written"),
+        pytest.param("file:/abs/b", "file:/abs/b", "file:/abs/b", id="file-hadoop-form"),
+        pytest.param("file:///abs/b", "file:///abs/b", "file:///abs/b", id="file-url"),
+        pytest.param("s3a://b/k/", "s3a://b/k/", "s3a://b/k/", id="s3"),
+    ],
+)
+def test_anchors_make_only_relative_paths_absolute(
+    tmp_path: Path, path: str, from_job_file: str, under_warehouse: str
+) -> None:
+    anchors = Anchors(base_dir=tmp_path, warehouse=f"{tmp_path}/lake/")
+    expected = (from_job_file.format(base=tmp_path), under_warehouse.format(lake=tmp_path / "lake"))
+    assert (anchors.from_job_file(path), anchors.under_warehouse(path)) == expected
+
+
 def test_what_a_new_sink_writes_is_checked_against_the_engines_places(tmp_path: Path) -> None:
     raw = dag({"type": "mirror", "main": "a", "copy_to": "_engine/x"})
     with pytest.raises(ConfigError, match=r"the sink copy_to .* overlaps the engine's metadata") as info:
