@@ -63,11 +63,11 @@ def _group_members(pgid: int) -> list[int]:
 class _Daemon:
     """One spark-class JVM (spark-class execs java, so the pid is the JVM's) leading its own process group."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path, prefix: list[str]) -> None:
         self.name = name
         self.log = log
         self._out: IO[bytes] = log.open("ab")
-        cmd = [str(SPARK_HOME / "bin" / "spark-class"), *args]
+        cmd = [*prefix, str(SPARK_HOME / "bin" / "spark-class"), *args]
         self.proc = subprocess.Popen(
             cmd, env=env, stdin=subprocess.DEVNULL, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -117,9 +117,20 @@ class StandaloneCluster:
     spark-defaults or spark-env of the machine leaks in)."""
 
     def __init__(
-        self, base: Path, *, cores: int = 2, memory: str = "2g", timeout: float = 180, stop_grace: float = 20
+        self,
+        base: Path,
+        *,
+        cores: int = 2,
+        memory: str = "2g",
+        timeout: float = 180,
+        stop_grace: float = 20,
+        hidden: Path | None = None,
     ) -> None:
         self.base = base
+        self.hidden = hidden
+        """A directory the worker and its executors do not see (an empty one in its place), as if
+        they ran on another machine: the worker runs in a mount namespace of its own (``unshare``)
+        with a tmpfs mounted there. The driver, outside, sees the directory as it is."""
         self.cores = cores
         self.memory = memory
         self.timeout = timeout
@@ -178,11 +189,21 @@ class StandaloneCluster:
             "--memory", self.memory,
             "--webui-port", str(free_port()),
             "--work-dir", str(self.work_dir),
+            prefix=self._hiding(),
         )  # fmt: skip
         self._wait("the worker to register", lambda s: len(self._alive_workers(s)) >= 1, [master, worker])
 
-    def _launch(self, name: str, *args: str) -> _Daemon:
-        daemon = _Daemon(name, list(args), self._env(), self.log_dir / f"{name}.log")
+    def _hiding(self) -> list[str]:
+        """``unshare`` (util-linux; root or user namespaces) then ``sh`` mounting the tmpfs and
+        exec'ing the daemon, so its pid stays the JVM's."""
+        if self.hidden is None:
+            return []
+        self.hidden.mkdir(parents=True, exist_ok=True)
+        script = 'mount -t tmpfs engine-hidden "$0" && exec "$@"'
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(self.hidden)]
+
+    def _launch(self, name: str, *args: str, prefix: list[str] | None = None) -> _Daemon:
+        daemon = _Daemon(name, list(args), self._env(), self.log_dir / f"{name}.log", prefix or [])
         self._daemons.append(daemon)
         return daemon
 

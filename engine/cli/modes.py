@@ -118,12 +118,14 @@ def _start(app: AppConfig, conf: AppConf, run_id: str, stop: Stop) -> Run:
 
     from engine.runtime import build_session
     from engine.runtime.discovery import discover
+    from engine.runtime.reach import check_executors_see
     from engine.runtime.session import fair_pools, object_store_settings, run_session
 
     settings = {**fair_pools(spec.pools), **conf.spark.conf}
     root = build_session(conf.spark.app_name, settings)
     object_store_settings(root, conf.storage.hadoop_settings())
     spark = run_session(root, conf.spark.conf)
+    check_executors_see(spark, warehouse)
     if spec.discover is not None:
         found = discover(spark, spec.discover, file=app.job_file)
         spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse, found=found)

@@ -27,8 +27,10 @@ RUN_COLUMNS = ("run_id", "error_time")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """A master and one worker (2 cores, 2g) for this module; stopped, with its executors, even when a test fails."""
-    with StandaloneCluster(tmp_path_factory.mktemp("cluster")) as running:
+    """A master and one worker (2 cores, 2g) for this module; stopped, with its executors, even when a test fails.
+    The worker and its executors do not see ``<base>/driver-only`` (as on another machine); the driver does."""
+    base = tmp_path_factory.mktemp("cluster")
+    with StandaloneCluster(base, hidden=base / "driver-only") as running:
         yield running
 
 
@@ -152,3 +154,34 @@ def test_a_job_whose_input_and_warehouse_are_on_s3_runs_on_the_cluster(
     options = s3_server.storage_options()
     orders = DeltaTable(f"{wh}/orders", storage_options=options).to_pyarrow_table()
     assert sorted(orders.column("order_id").to_pylist()) == list(range(1, 41))
+
+
+def test_a_local_warehouse_the_executors_cannot_see_is_refused_before_anything_is_written(
+    cluster: StandaloneCluster,
+) -> None:
+    """Runs last in this module (the first test counts the cluster's applications)."""
+    assert cluster.hidden is not None
+    warehouse = cluster.hidden / "lake"
+    proc = subprocess.run(
+        [
+            str(REPO / "spark-submit.sh"),
+            "--master", cluster.master_url,
+            "--driver-memory", "1g",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.executor.memory=1g",
+            "job=demo/orders",
+            f"warehouse={warehouse}",
+            "progress=off",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-5000:]
+    assert f"the warehouse {warehouse} is on the driver's local disk, and the executors on" in output
+    assert "key `warehouse`" in output, output[-3000:]
+    assert cluster.state()["completedapps"], "it ran on the cluster"
+    left = sorted(str(p.relative_to(warehouse)) for p in warehouse.rglob("*")) if warehouse.exists() else []
+    assert left == ["_engine"], left  # the probe is gone; no table, no lease, no state
