@@ -8,11 +8,14 @@ Run from the repository root (after ``bash scripts/bootstrap.sh``)::
 
 The engine side of ``bench/ingest_vs_handwritten.py`` (its generated JSON input, its job), run as a
 user runs it (the CLI's whole run: lease, plan, commit log, metadata and error tables, the Delta
-sink), in one SparkSession, alternating ``local`` (a fresh local warehouse) and ``s3`` (a fresh
+sink), in one SparkSession, alternating ``local`` (a fresh local warehouse), ``s3`` (a fresh
 prefix of a bucket on moto's server on loopback, tests/s3.py, reached through a named ``s3``
-connection), after one untimed warm-up of each. The input stays on the local disk. Every round's
+connection; the metadata tables through delta-rs, ``metadata.backend=auto``) and ``s3-spark`` (the
+same with ``metadata.backend=spark``: the metadata tables through Spark's Delta), after one untimed
+warm-up of each. The input stays on the local disk. Every round's
 valid and rejected rows are read back with ``deltalake`` (over S3 for the ``s3`` side) and must be
-what the generator wrote. Prints each round, the medians, ``s3/local`` (expected above 1), and what
+what the generator wrote. Prints each round, the medians, ``s3/local`` and ``s3-spark/s3`` (what
+delta-rs saves on S3), and what
 the S3 side stored (objects and bytes: metadata and data). The last line on stdout is a one-line
 JSON of the figures. Exit code: 0 ok, 1 a count disagrees or a run failed.
 
@@ -39,6 +42,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+SIDES = ("local", "s3", "s3-spark")
 
 
 def run(job: str, warehouse: str, *extra: str) -> dict[str, Any]:
@@ -97,29 +103,37 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         for n in range(args.rounds + 1):
             label = "warm-up" if n == 0 else f"round {n}"
-            for side in ("local", "s3"):
-                warehouse = str(work / f"local-{n}") if side == "local" else f"s3a://{bucket}/r{n}"
-                extra = ["storage.connections=[lake_s3]"] if side == "s3" else []
+            for side in SIDES:
+                warehouse = str(work / f"local-{n}") if side == "local" else f"s3a://{bucket}/{side}-r{n}"
+                extra = {
+                    "local": [],
+                    "s3": ["storage.connections=[lake_s3]"],
+                    "s3-spark": ["storage.connections=[lake_s3]", "metadata.backend=spark"],
+                }[side]
                 started = time.perf_counter()
                 summary = run("bench_orders", warehouse, *extra)
                 seconds = time.perf_counter() - started
                 found = counts(warehouse)
                 ok = ok and found == expected
                 print(
-                    f"{label:>8} {side:<5} {seconds:7.2f}s  valid={found[0]:,} errors={found[1]:,}"
+                    f"{label:>8} {side:<8} {seconds:7.2f}s  valid={found[0]:,} errors={found[1]:,}"
                     f"  (publish and metadata: {seconds - summary['dags'][0]['seconds']:.2f}s outside the DAG)",
                     flush=True,
                 )
                 if n:
                     results.append({"side": side, "seconds": seconds})
-        pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"r{args.rounds}/")
+        pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"s3-r{args.rounds}/")
         objects = [o for page in pages for o in page.get("Contents", [])]
         metadata = [o for o in objects if "/_engine/" in o["Key"]]
         spark.stop()
 
-    median = {side: statistics.median(r["seconds"] for r in results if r["side"] == side) for side in ("local", "s3")}
+    median = {side: statistics.median(r["seconds"] for r in results if r["side"] == side) for side in SIDES}
     ratio = median["s3"] / median["local"]
-    print(f"median: local {median['local']:.2f}s, s3 {median['s3']:.2f}s, s3/local = {ratio:.2f}")
+    by_spark = median["s3-spark"] / median["s3"]
+    print(
+        f"median: local {median['local']:.2f}s, s3 {median['s3']:.2f}s, s3-spark {median['s3-spark']:.2f}s; "
+        f"s3/local = {ratio:.2f}, s3-spark/s3 = {by_spark:.2f}"
+    )
     print(
         f"one S3 run stored {len(objects)} objects, {sum(o['Size'] for o in objects) / 1e6:.1f} MB; "
         f"of them {len(metadata)} metadata objects (_engine/), {sum(o['Size'] for o in metadata) / 1e3:.0f} kB"
@@ -127,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         print(f"error: a round's counts differ from the generator's {expected}")
     figures = {"records": args.records, "rounds": args.rounds, **{f"{k}_s": round(v, 3) for k, v in median.items()}}
-    print(json.dumps({**figures, "s3_over_local": round(ratio, 3), "ok": ok}))
+    figures = {k.replace("-", "_"): v for k, v in figures.items()}
+    print(json.dumps({**figures, "s3_over_local": round(ratio, 3), "s3_spark_over_s3": round(by_spark, 3), "ok": ok}))
     return 0 if ok else 1
 
 

@@ -53,7 +53,11 @@ class Run:
         from engine.state.delta_store import DeltaMetadataStore
 
         return DeltaMetadataStore(
-            self.spark, f"{self.warehouse}/_engine", mask=self.mask, backend=self.conf.metadata.backend
+            self.spark,
+            f"{self.warehouse}/_engine",
+            mask=self.mask,
+            backend=self.conf.metadata.backend,
+            options=self.conf.storage.store_options(self.warehouse),
         )
 
     @cached_property
@@ -146,7 +150,8 @@ def _run(run: Run) -> dict[str, Any]:
 
     metadata, _ = run.open_state()
     backend = run.conf.metadata.backend
-    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend, mask=run.mask)
+    options = run.conf.storage.store_options(run.warehouse)
+    store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend, mask=run.mask, options=options)
     with run.writers() as lease:  # one run of a job at a time, one writer per table on S3 (exit code 3 otherwise)
         connections = run.conf.storage.options
         manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend, connections=connections)

@@ -44,6 +44,7 @@ from engine.state.backends import AUTO
 from engine.state.runs import WriteBehind
 from engine.state.status import Status, run_outcome
 from engine.state.store import FlowStatusRow, InMemoryMetadataStore, MetadataStore, utcnow
+from engine.storage.options import store_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -192,7 +193,8 @@ class JobManager:
         board = board or Board()
         board.add([p.dag.name for p in job.dags])
         for path in sorted({p.dag.spec.error_table for p in job.dags if p.dag.spec.error_table}):
-            ErrorTable(path).ensure(self.spark, backend=self.backend)  # before any concurrency
+            options = store_options(path, connection=(self.connections(path) if self.connections else None) or None)
+            ErrorTable(path).ensure(self.spark, backend=self.backend, options=options)  # before any concurrency
         by_name = {p.dag.name: p for p in job.dags}
         scopes = {n: scope_for(job.run_id, n, p.dag.spec.pool_name) for n, p in by_name.items()}
         finished = threading.Event()

@@ -24,6 +24,8 @@ from engine.state.backends import AUTO
 from engine.state.delta_table import VERSION_PROPERTY, meta_table, never_written, retry_conflicts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from engine.storage.hadoop import HadoopFs
@@ -60,10 +62,10 @@ class ErrorTable:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def ensure(self, spark: SparkSession, *, backend: str = AUTO) -> None:
+    def ensure(self, spark: SparkSession, *, backend: str = AUTO, options: Mapping[str, str] | None = None) -> None:
         # delta-rs on a local lake: an existing table costs a log read, not Spark's snapshot of it
         table = meta_table(
-            spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error", backend=backend
+            spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error", backend=backend, options=options
         ).ensure()
         if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
             retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", racing=True)

@@ -186,6 +186,12 @@ class StorageConf(_Strict):
         keys = found[1].model_dump(exclude={"buckets"})
         return {k: v for k, v in keys.items() if v is not None}
 
+    def store_options(self, path: str) -> dict[str, str]:
+        """delta-rs's and obstore's options for ``path``: the connection serving its bucket's,
+        else the environment's."""
+        found = self.serving(path)
+        return store_options(path, connection=found[1].model_dump() if found is not None else None)
+
     def blobs(self, location: str) -> Blobs:
         """:func:`engine.storage.blobs.blobs` of ``location`` with the connection serving it."""
         found = self.serving(location)

@@ -3,5 +3,9 @@
 
 AUTO = "auto"
 BACKENDS = (AUTO, "spark", "delta_rs")
-"""``auto``: delta-rs on the local file system, Spark elsewhere; ``spark``: always Spark (a Spark
-job per read or write); ``delta_rs``: always delta-rs (a local warehouse only, so far)."""
+"""``auto``: delta-rs on the local file system and on S3, Spark elsewhere (HDFS, GCS, Azure: untested
+with delta-rs here); ``spark``: always Spark (a Spark job per read or write); ``delta_rs``: always
+delta-rs (with the store's settings from the run's connection or the environment)."""
+
+RUST_SCHEMES = ("s3", "s3a", "s3n")
+"""Object stores ``auto`` reaches with delta-rs (what the tests prove), beside local paths."""

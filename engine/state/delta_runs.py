@@ -11,7 +11,7 @@ from engine.state.runs import SCHEMA_VERSION, RunRecord, RunStore, latest_per_da
 from engine.state.status import Status
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pyspark.sql import SparkSession
 
@@ -27,13 +27,22 @@ class DeltaRunStore(RunStore):
     append) creates it if missing, before any concurrency, and refuses a newer schema version."""
 
     def __init__(
-        self, spark: SparkSession, path: str, *, backend: str = AUTO, mask: Callable[[str], str] = lambda text: text
+        self,
+        spark: SparkSession,
+        path: str,
+        *,
+        backend: str = AUTO,
+        mask: Callable[[str], str] = lambda text: text,
+        options: Mapping[str, str] | None = None,
     ) -> None:
-        """``mask`` hides what must not be stored in a message (the secrets a run decrypted)."""
+        """``mask`` hides what must not be stored in a message (the secrets a run decrypted);
+        ``options``: delta-rs's storage options for ``path`` on an object store."""
         self.spark = spark
         self.path = path
         self.mask = mask
-        self.table = meta_table(spark, path, _DDL, version=SCHEMA_VERSION, what="runs", backend=backend)
+        self.table = meta_table(
+            spark, path, _DDL, version=SCHEMA_VERSION, what="runs", backend=backend, options=options
+        )
         self._ensured = False
         prefetch([self.table])
 

@@ -16,7 +16,7 @@ import logging
 import os
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -80,15 +80,22 @@ class DeltaMetadataStore(MetadataStore):
     """Every narrow store (state, status, commit log) over its own tables under one root."""
 
     def __init__(
-        self, spark: SparkSession, root: str, *, mask: Callable[[str], str] = lambda text: text, backend: str = AUTO
+        self,
+        spark: SparkSession,
+        root: str,
+        *,
+        mask: Callable[[str], str] = lambda text: text,
+        backend: str = AUTO,
+        options: Mapping[str, str] | None = None,
     ) -> None:
         """``mask`` hides what must not be stored in a message (the secrets a run decrypted);
-        ``backend`` is how the tables are reached (:data:`~engine.state.delta_table.BACKENDS`)."""
+        ``backend`` is how the tables are reached (:data:`~engine.state.delta_table.BACKENDS`),
+        ``options`` delta-rs's storage options for ``root`` on an object store."""
         self.mask = mask
         root = root.rstrip("/")
 
         def meta_table(path: str, ddl: str, *, version: int, what: str) -> MetaTable:
-            return open_table(spark, path, ddl, version=version, what=what, backend=backend)
+            return open_table(spark, path, ddl, version=version, what=what, backend=backend, options=options)
 
         local = local_path(root)
         self.checks = os.path.join(local, "checks") if local is not None else None

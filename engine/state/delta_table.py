@@ -5,13 +5,15 @@ Metadata tables are append-only: appends never conflict in Delta, so many DAGs a
 share one metadata location. Readers pick the newest row per key.
 
 Two ways to reach the same tables: :class:`MetaTable` through Spark (any file system Hadoop
-reaches, with the session's credentials, a Spark job per call) and :class:`LocalMetaTable`
-through delta-rs on a local warehouse (no Spark job, far cheaper: `bench/state_machinery.py`).
+reaches, with the session's credentials, a Spark job per call) and :class:`RustMetaTable`
+through delta-rs, on a local disk or an object store (no Spark job, far cheaper:
+`bench/state_machinery.py`).
 :func:`meta_table` picks one by the run's ``metadata.backend`` (:mod:`engine.state.backends`). Both write
-plain Delta (protocol 1/2), so a table written by one is read by the other. A local table is
-created by writing its first commit (:func:`first_commit`): delta-rs refuses the engine's own table
-properties (``engine.schema_version``) at creation, and Spark's table builder costs a second or more
-per table.
+plain Delta (protocol 1/2), so a table written by one is read by the other. delta-rs creates a
+table by writing its first commit (:func:`first_commit`, :func:`first_remote_commit`): delta-rs
+refuses the engine's own table properties (``engine.schema_version``) at creation, and Spark's table
+builder costs a second or more per table. On S3 delta-rs commits with a conditional put
+(``If-None-Match``), so two writers of one version never both succeed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
@@ -48,11 +50,12 @@ from pyspark.sql.types import (
 )
 
 from engine.errors import ConfigError, EngineError
-from engine.state.backends import AUTO
+from engine.state.backends import AUTO, RUST_SCHEMES
 from engine.state.conflicts import is_transient
 from engine.state.damage import find_damage
 from engine.state.errors import MetadataDamagedError
-from engine.storage.options import local_path
+from engine.storage.blobs import blobs
+from engine.storage.options import local_path, scheme, store_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -261,13 +264,26 @@ class MetaTable:
         return [[r[i] for r in rows] for i in range(len(names))]
 
 
-class LocalMetaTable(MetaTable):
-    """The same table read and appended to with delta-rs (local paths): no Spark job, no JVM round
-    trip. Times are naive UTC in and out, as :class:`MetaTable` keeps them."""
+class RustMetaTable(MetaTable):
+    """The same table read and appended to with delta-rs: no Spark job, no JVM round trip. Times
+    are naive UTC in and out, as :class:`MetaTable` keeps them. ``options``: delta-rs's storage
+    options on an object store (:meth:`engine.spec.app.StorageConf.store_options`; default: the
+    environment's settings)."""
 
-    def __init__(self, spark: SparkSession, path: str, ddl: str, *, version: int, what: str) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        path: str,
+        ddl: str,
+        *,
+        version: int,
+        what: str,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(spark, path, ddl, version=version, what=what)
         self.local = local_path(path) or path
+        """Where delta-rs opens it: the local path, or the object store's URL."""
+        self.options = rust_options(path, options)
         self._handle: Any = None
         self._prefetched: Future[Any] | None = None
         self._lock = threading.Lock()
@@ -287,7 +303,7 @@ class LocalMetaTable(MetaTable):
 
             try:
                 with self.damage_named():
-                    self._handle = RustTable(self.local)
+                    self._handle = RustTable(self.local, storage_options=self.options)
             except TableNotFoundError:
                 return None
         return self._handle
@@ -305,12 +321,14 @@ class LocalMetaTable(MetaTable):
             from deltalake import DeltaTable as RustTable
 
             try:
-                pending.set_result(RustTable(self.local))
+                pending.set_result(RustTable(self.local, storage_options=self.options))
             except BaseException as exc:  # handed to the caller of _open
                 pending.set_exception(exc)
 
         self._prefetched = pending
-        threading.Thread(target=open_, name=f"metadata-open-{os.path.basename(self.local)}", daemon=True).start()
+        threading.Thread(
+            target=open_, name=f"metadata-open-{self.local.rstrip('/').rsplit('/', 1)[-1]}", daemon=True
+        ).start()
 
     def ensure(self, properties: dict[str, str] | None = None) -> MetaTable:
         """Create the table if missing by writing its first commit (what Spark's table builder
@@ -319,7 +337,10 @@ class LocalMetaTable(MetaTable):
         if self.exists():
             return self.check()
         configuration = {VERSION_PROPERTY: str(self.version), **(properties or {})}
-        first_commit(self.local, self.schema.json(), configuration)
+        if local_path(self.path) is not None:
+            first_commit(self.local, self.schema.json(), configuration)
+        else:
+            first_remote_commit(self.local, self.options, self.schema.json(), configuration)
         with self._lock:
             self._handle = None  # opened again, on the table as created (maybe by another job)
         self._checked = False
@@ -397,6 +418,40 @@ def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> 
     commit 0 (protocol 1/2, no partitions), put only if absent. ``False``: it already existed."""
     log_dir = os.path.join(path, "_delta_log")
     os.makedirs(log_dir, exist_ok=True)
+    text, checksum = _creation(schema_json, configuration)
+    target = os.path.join(log_dir, f"{0:020d}.json")
+    temp = os.path.join(log_dir, f".engine-create-{uuid.uuid4().hex}.tmp")  # not a commit name: ignored
+    with open(temp, "w", encoding="utf-8") as out:
+        out.write(text)
+    try:
+        os.link(temp, target)  # atomic and complete, fails if present
+        created = True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: exclusive create, then the content
+        created = _exclusive_write(target, text)
+    finally:
+        os.unlink(temp)
+    if created:
+        _write_checksum(log_dir, checksum)
+    return created
+
+
+def first_remote_commit(url: str, options: Mapping[str, str], schema_json: str, configuration: dict[str, str]) -> bool:
+    """:func:`first_commit` on an object store: commit 0 put only if absent (a conditional put:
+    :meth:`engine.storage.blobs.Blobs.create`), then its checksum. ``False``: it already existed."""
+    text, checksum = _creation(schema_json, configuration)
+    log_dir = blobs(f"{url.rstrip('/')}/_delta_log", options)
+    if not log_dir.create(f"{0:020d}.json", text.encode()):
+        return False
+    log_dir.write(f"{0:020d}.crc", checksum.encode())
+    return True
+
+
+def _creation(schema_json: str, configuration: dict[str, str]) -> tuple[str, str]:
+    """Commit 0 of a new table and its checksum (``.crc``, as Delta writes one for an empty table:
+    without it, Delta's first commit to the table rebuilds version 0's state with Spark jobs to
+    derive the next checksum, seconds on a first run)."""
     now = int(time.time() * 1000)
     protocol: dict[str, Any] = {"minReaderVersion": 1, "minWriterVersion": 2}
     metadata: dict[str, Any] = {
@@ -412,29 +467,6 @@ def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> 
         {"protocol": protocol},
         {"metaData": metadata},
     ]
-    text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
-    target = os.path.join(log_dir, f"{0:020d}.json")
-    temp = os.path.join(log_dir, f".engine-create-{uuid.uuid4().hex}.tmp")  # not a commit name: ignored
-    with open(temp, "w", encoding="utf-8") as out:
-        out.write(text)
-    try:
-        os.link(temp, target)  # atomic and complete, fails if present
-        created = True
-    except FileExistsError:
-        return False
-    except OSError:  # a file system without hard links: exclusive create, then the content
-        created = _exclusive_write(target, text)
-    finally:
-        os.unlink(temp)
-    if created:
-        _write_checksum(log_dir, protocol, metadata)
-    return created
-
-
-def _write_checksum(log_dir: str, protocol: dict[str, Any], metadata: dict[str, Any]) -> None:
-    """Version 0's checksum (``.crc``), as Delta writes one for an empty table. Without it,
-    Delta's first commit to the table rebuilds version 0's state with Spark jobs to derive the next
-    checksum (seconds on a first run). Best effort: a table without one is valid."""
     checksum = {
         "tableSizeBytes": 0,
         "numFiles": 0,
@@ -446,10 +478,16 @@ def _write_checksum(log_dir: str, protocol: dict[str, Any], metadata: dict[str, 
         "protocol": protocol,
         "allFiles": [],
     }
+    text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+    return text, json.dumps(checksum, separators=(",", ":"))
+
+
+def _write_checksum(log_dir: str, checksum: str) -> None:
+    """Version 0's checksum; best effort: a table without one is valid."""
     temp = os.path.join(log_dir, f".engine-crc-{uuid.uuid4().hex}.tmp")
     try:
         with open(temp, "w", encoding="utf-8") as out:
-            out.write(json.dumps(checksum, separators=(",", ":")))
+            out.write(checksum)
         os.replace(temp, os.path.join(log_dir, f"{0:020d}.crc"))
     except OSError as exc:
         log.debug("no checksum for %s: %s", log_dir, exc)
@@ -532,24 +570,36 @@ def _quoted(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def meta_table(spark: SparkSession, path: str, ddl: str, *, version: int, what: str, backend: str = AUTO) -> MetaTable:
-    """The metadata table at ``path``, reached the way ``backend`` says (:mod:`engine.state.backends`)."""
-    local = local_path(path) is not None
-    if backend == "delta_rs" and not local:
-        raise ConfigError(
-            f"metadata.backend = delta_rs reaches only a local warehouse so far, and {path} is not one "
-            "(use auto or spark)",
-            key="metadata.backend",
-        )
-    if local and backend != "spark":
-        return LocalMetaTable(spark, path, ddl, version=version, what=what)
+def meta_table(
+    spark: SparkSession,
+    path: str,
+    ddl: str,
+    *,
+    version: int,
+    what: str,
+    backend: str = AUTO,
+    options: Mapping[str, str] | None = None,
+) -> MetaTable:
+    """The metadata table at ``path``, reached the way ``backend`` says (:mod:`engine.state.backends`);
+    ``options``: delta-rs's storage options on an object store (default: the environment's)."""
+    if backend == "delta_rs" or (backend == AUTO and (local_path(path) is not None or scheme(path) in RUST_SCHEMES)):
+        return RustMetaTable(spark, path, ddl, version=version, what=what, options=options)
     return MetaTable(spark, path, ddl, version=version, what=what)
 
 
+def rust_options(path: str, options: Mapping[str, str] | None) -> dict[str, str]:
+    """delta-rs's storage options of ``path``: ``options`` (else the environment's), and on S3 a
+    conditional put (``If-None-Match``) for each commit, so no commit replaces another."""
+    found = dict(store_options(path) if options is None else options)
+    if scheme(path) in RUST_SCHEMES:
+        found.setdefault("conditional_put", "etag")
+    return found
+
+
 def prefetch(tables: Iterable[MetaTable]) -> None:
-    """Start opening the delta-rs tables among ``tables`` (see :meth:`LocalMetaTable.prefetch`)."""
+    """Start opening the delta-rs tables among ``tables`` (see :meth:`RustMetaTable.prefetch`)."""
     for table in tables:
-        if isinstance(table, LocalMetaTable):
+        if isinstance(table, RustMetaTable):
             table.prefetch()
 
 

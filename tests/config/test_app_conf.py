@@ -144,12 +144,6 @@ def test_the_command_line_exits_2_naming_the_key_before_spark_starts(
     assert f"key `{key}`" in summary["message"] and f"key `{key}`" in err
 
 
-def test_metadata_backend_delta_rs_refuses_a_warehouse_it_cannot_reach(spark: Any, tmp_path: Path) -> None:
-    code, summary, err = run_cli(JOBS, "job=demo/orders", "warehouse=s3a://bucket/lake", "metadata.backend=delta_rs")
-    assert (code, summary["status"]) == (EXIT_CONFIG, "CONFIG_ERROR"), err[-3000:]
-    assert "key `metadata.backend`" in summary["message"] and "s3a://bucket/lake/_engine" in summary["message"]
-
-
 def test_metadata_backend_spark_reaches_a_local_warehouse_through_spark(spark: Any, tmp_path: Path) -> None:
     """The same run both ways leaves the same rows (read back with delta-rs); the tables' first
     commit says who wrote them: Spark's Delta, or the engine's own first commit (delta-rs path)."""

@@ -77,9 +77,11 @@ def test_the_demo_job_with_its_warehouse_on_s3(s3_server: S3Server, bucket: str,
 
 
 def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(s3_server: S3Server, bucket: str) -> None:
+    """The first run reaches its metadata through Spark (``metadata.backend=spark``): the other
+    tests here take ``auto`` (delta-rs on S3), so both ways to the tables on S3 run a whole job."""
     wh = f"s3a://{bucket}/lake"
     first = subprocess.Popen(
-        [*SUBMIT, "job=demo/orders", f"warehouse={wh}", "progress=off"],
+        [*SUBMIT, "job=demo/orders", f"warehouse={wh}", "progress=off", "metadata.backend=spark"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,6 +4,7 @@ with delta-rs."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,58 @@ class TestInMemoryMetadataStore(StateStoreContract, StatusStoreContract, CommitL
         return InMemoryMetadataStore()
 
 
+@pytest.mark.s3
+class TestDeltaMetadataStoreOnS3(StateStoreContract, StatusStoreContract, CommitLogStoreContract):
+    """delta-rs to tables on a real S3-compatible server (credentials checked), with the options a
+    connection gives (no ``AWS_*`` variable is set): the same contracts, and an independent reader."""
+
+    @pytest.fixture(autouse=True)
+    def _s3(self, spark: Any, s3_server: Any, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        for key in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(key)
+        self.spark = spark
+        self.root = f"s3a://{bucket}/lake/_engine"
+        self.options = s3_server.storage_options()
+
+    def store(self) -> MetadataStore:
+        from engine.state.delta_store import DeltaMetadataStore
+
+        return DeltaMetadataStore(self.spark, self.root, backend="delta_rs", options=self.options).ensure()
+
+    def test_tables_are_plain_delta_with_their_schema_version(self) -> None:
+        self.store().save_state([state("a", LongWatermark(3), 1)])
+        table = DeltaTable(f"{self.root}/state", storage_options=self.options)
+        assert table.metadata().configuration["engine.schema_version"] == "1"
+        (row,) = table.to_pyarrow_table().to_pylist()
+        assert (row["dataset"], row["watermark"]) == ("a", '{"kind": "long", "value": 3}')
+
+    def test_two_writers_of_one_table_lose_no_row(self) -> None:
+        """Two handles opened at one version both append: the second commit's put of that version
+        is refused (put-if-absent; a plain put would replace the first commit and lose row `a`),
+        and it is retried on top of the first."""
+        first, second = self.store(), self.store()
+        first.load_state("j", "d"), second.load_state("j", "d")  # both opened at one version
+        first.save_state([state("a", LongWatermark(1), 1)])
+        second.save_state([state("b", LongWatermark(2), 2)])
+        rows = DeltaTable(f"{self.root}/state", storage_options=self.options).to_pyarrow_table()
+        assert sorted(rows.column("dataset").to_pylist()) == ["a", "b"]
+
+    def test_two_creators_of_one_table_make_one(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from engine.state.delta_table import first_remote_commit
+
+        url = f"{self.root}/race"
+        with ThreadPoolExecutor(4) as pool:
+            made = list(pool.map(lambda i: first_remote_commit(url, self.options, SCHEMA, {"who": str(i)}), range(4)))
+        assert made.count(True) == 1
+        who = DeltaTable(url, storage_options=self.options).metadata().configuration["who"]
+        assert made[int(who)] is True
+
+
+SCHEMA = '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}'
+
+
 class TestDeltaMetadataStore(StateStoreContract, StatusStoreContract, CommitLogStoreContract):
     """Both ways to the tables: delta-rs (local warehouses) and Spark (any other file system)."""
 
@@ -197,7 +250,7 @@ class TestDeltaMetadataStore(StateStoreContract, StatusStoreContract, CommitLogS
         from engine.state.delta_store import DeltaMetadataStore
 
         writer = self.store()
-        assert type(writer.state).__name__ == ("LocalMetaTable" if self.io == "delta_rs" else "MetaTable")
+        assert type(writer.state).__name__ == ("RustMetaTable" if self.io == "delta_rs" else "MetaTable")
         writer.save_state([state("a", LongWatermark(1), 1), state("a", LongWatermark(2), 2)])
         writer.add_job_status([status("r1", "a", 1)])
         other = "delta_rs" if self.io == "spark" else "spark"
@@ -237,11 +290,32 @@ def test_both_ways_agree_on_times_on_a_host_outside_utc(
 
 def test_an_append_to_a_vanished_metadata_table_names_it_and_creates_nothing(spark: Any, lake: Path) -> None:
     from engine.state.delta_store import STATE_DDL
-    from engine.state.delta_table import LocalMetaTable
+    from engine.state.delta_table import RustMetaTable
 
     path = lake / "_engine" / "state"
-    table = LocalMetaTable(spark, str(path), STATE_DDL, version=1, what="state")
+    table = RustMetaTable(spark, str(path), STATE_DDL, version=1, what="state")
     row = {"job": "j", "dag": "d", "scope": LIVE, "dataset": "a", "watermark": None, "watermark_kind": None}
     with pytest.raises(FileNotFoundError, match=r"the state table .*/_engine/state is gone"):
         table.append([{**row, "run_id": "r1", "committed_at": T0, "note": ""}])
     assert not path.exists(), "no table without its schema version is created"
+
+
+@pytest.mark.parametrize(
+    ("path", "backend", "kind"),
+    [
+        pytest.param("{lake}/_engine/state", "auto", "RustMetaTable", id="local-auto"),
+        pytest.param("s3a://b/lake/_engine/state", "auto", "RustMetaTable", id="s3-auto"),
+        pytest.param("gs://b/lake/_engine/state", "auto", "MetaTable", id="gcs-auto-spark"),
+        pytest.param("hdfs://nn/lake/_engine/state", "auto", "MetaTable", id="hdfs-auto-spark"),
+        pytest.param("s3a://b/lake/_engine/state", "spark", "MetaTable", id="s3-spark"),
+        pytest.param("gs://b/lake/_engine/state", "delta_rs", "RustMetaTable", id="gcs-delta-rs"),
+    ],
+)
+def test_the_backend_decides_how_a_table_is_reached(spark: Any, lake: Path, path: str, backend: str, kind: str) -> None:
+    from engine.state.delta_store import STATE_DDL
+    from engine.state.delta_table import meta_table
+
+    table = meta_table(spark, path.format(lake=lake), STATE_DDL, version=1, what="state", backend=backend)
+    assert type(table).__name__ == kind
+    if path.startswith("s3a") and kind == "RustMetaTable":
+        assert table.options["conditional_put"] == "etag"  # type: ignore[attr-defined]

@@ -10,14 +10,14 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from engine.state.delta_table import VERSION_PROPERTY, LocalMetaTable, MetaTable, first_commit
+from engine.state.delta_table import VERSION_PROPERTY, MetaTable, RustMetaTable, first_commit
 
 DDL = "job STRING, n BIGINT, at TIMESTAMP"
 
 
 def test_a_created_table_is_plain_delta_to_spark_and_delta_rs(spark: Any, lake: Path) -> None:
     path = str(lake / "t")
-    table = LocalMetaTable(spark, path, DDL, version=3, what="test").ensure({"engine.epoch": "abc"})
+    table = RustMetaTable(spark, path, DDL, version=3, what="test").ensure({"engine.epoch": "abc"})
     assert table.properties == {VERSION_PROPERTY: "3", "engine.epoch": "abc"}
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
     assert detail["properties"] == {VERSION_PROPERTY: "3", "engine.epoch": "abc"}
@@ -47,7 +47,7 @@ def test_racing_creators_make_one_table_and_all_check_the_winners(spark: Any, la
     assert [next(iter(a)) for a in lines] == ["commitInfo", "protocol", "metaData"]
     checksum = json.loads((lake / "t" / "_delta_log" / log[0]).read_text())
     assert checksum["metadata"] == lines[2]["metaData"]  # the winner's, not a loser's
-    again = LocalMetaTable(spark, path, DDL, version=1, what="test").ensure({"who": "late"})
+    again = RustMetaTable(spark, path, DDL, version=1, what="test").ensure({"who": "late"})
     assert again.properties["who"] == winner
 
 
@@ -57,9 +57,9 @@ def test_a_newer_schema_version_is_still_refused(spark: Any, lake: Path) -> None
     from engine.errors import ConfigError
 
     path = str(lake / "t")
-    LocalMetaTable(spark, path, DDL, version=5, what="test").ensure()
+    RustMetaTable(spark, path, DDL, version=5, what="test").ensure()
     with pytest.raises(ConfigError, match="newer engine"):
-        LocalMetaTable(spark, path, DDL, version=4, what="test").ensure()
+        RustMetaTable(spark, path, DDL, version=4, what="test").ensure()
 
 
 def test_the_metadata_schemas_parse_in_python_as_spark_parses_them(spark: Any) -> None:
@@ -87,7 +87,7 @@ def test_delta_takes_the_created_table_s_checksum_and_derives_the_next_without_s
 
     def created(name: str) -> str:
         path = str(lake / name)
-        LocalMetaTable(spark, path, DDL, version=1, what="test").ensure()
+        RustMetaTable(spark, path, DDL, version=1, what="test").ensure()
         return path
 
     def append_jobs(path: str) -> int:

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from engine.state.delta_table import LocalMetaTable, MetaTable
+from engine.state.delta_table import MetaTable, RustMetaTable
 
 DDL = "job STRING, n BIGINT"
 
 
 def make(spark: Any, path: Path, io: str) -> MetaTable:
-    kind = LocalMetaTable if io == "delta-rs" else MetaTable
+    kind = RustMetaTable if io == "delta-rs" else MetaTable
     table = kind(spark, str(path), DDL, version=1, what="test")
     MetaTable.ensure(table)  # created through Spark, as the store does
     table.tidy_at = 5
