@@ -73,3 +73,30 @@ def test_three_incremental_runs_over_files_landing_on_s3(
     for row in sorted(state, key=lambda r: r["committed_at"]):
         latest[row["dataset"].rstrip("/").rsplit("/", 1)[-1]] = json.loads(row["watermark"])["value"]
     assert {d: mark["path"] for d, mark in latest.items()} == newest
+
+
+def test_a_local_warehouse_with_its_input_and_delta_sink_on_s3(
+    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
+) -> None:
+    """The reverse: the warehouse (state, commit log, error table) on the local disk, the data on S3."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    sink = f"s3a://{bucket}/tables/orders"
+    job = {
+        "sources": {"in": {"type": "files", "format": "json", "path": f"s3a://{bucket}/in", "schema": "id BIGINT"}},
+        "converters": [{"type": "check", "expr": "id % 5 <> 0", "reason": "a multiple of five"}],
+        "sinks": {"lake": {"type": "delta", "path": sink}},
+    }
+    (jobs / "mixed.yaml").write_text(yaml.safe_dump(job))
+    body = "".join(json.dumps({"id": i}) + "\n" for i in range(1, 21))
+    s3_server.client().put_object(Bucket=bucket, Key="in/part-0.json", Body=body.encode())
+    wh = tmp_path / "lake"
+    runs = [run_here(jobs, str(wh), s3_connection, job="mixed") for _ in range(2)]
+    assert [(code, s["records_read"]) for code, s in runs] == [(0, 20), (0, 0)], runs
+
+    ids = DeltaTable(sink, storage_options=s3_server.storage_options()).to_pyarrow_table().column("id").to_pylist()
+    assert sorted(ids) == [i for i in range(1, 21) if i % 5]
+    errors = DeltaTable(str(wh / "_errors" / "mixed")).to_pyarrow_table()
+    assert sorted(json.loads(r)["id"] for r in errors.column("record").to_pylist()) == [5, 10, 15, 20]
+    (state,) = DeltaTable(str(wh / "_engine" / "state")).to_pyarrow_table().to_pylist()
+    assert json.loads(state["watermark"])["value"]["path"] == f"s3a://{bucket}/in/part-0.json"

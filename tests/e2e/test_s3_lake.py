@@ -46,8 +46,12 @@ def keys(s3: S3Server, bucket: str, prefix: str) -> list[str]:
 
 
 def test_the_demo_job_with_its_warehouse_on_s3(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+    """The warehouse (state, commit log, runs, error table, the `lake` sink) on S3; the input and
+    the `big_orders` Parquet sink on the local disk."""
     wh = f"s3a://{bucket}/lake"
-    proc = submit(s3_server, "job=demo/orders", f"warehouse={wh}", "progress=off")
+    local = tmp_path / "big_orders"
+    extract = f"job.sinks.big_orders.path={local}"
+    proc = submit(s3_server, "job=demo/orders", f"warehouse={wh}", extract, "progress=off")
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = summary(proc)
     assert s["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
@@ -61,16 +65,13 @@ def test_the_demo_job_with_its_warehouse_on_s3(s3_server: S3Server, bucket: str,
     assert state["dataset"] and state["watermark"], state
     runs = table(s3_server, f"{wh}/_engine/runs").to_pyarrow_table().to_pylist()
     assert "SUCCEEDED" in {r["status"] for r in runs if r["run_id"] == s["run_id"]}
-    extracts = [k for k in keys(s3_server, bucket, "lake/extracts/big_orders/") if k.endswith(".parquet")]
-    local = tmp_path / "big_orders"
-    local.mkdir()
-    for key in extracts:
-        s3_server.client().download_file(bucket, key, str(local / key.rsplit("/", 1)[1]))
+    assert not keys(s3_server, bucket, "lake/extracts/"), "the Parquet sink is on the local disk"
     assert pq.read_table(local).num_rows == 15
+    assert not [p for p in local.rglob("*") if "_engine_staging" in str(p)], "its staging is gone"
     assert not keys(s3_server, bucket, "lake/_engine/leases/"), "the lease is given back"
     assert not [k for k in keys(s3_server, bucket, "lake/") if "/_staging" in k or k.endswith(".tmp")]
 
-    again = submit(s3_server, "job=demo/orders", f"warehouse={wh}", "progress=off")
+    again = submit(s3_server, "job=demo/orders", f"warehouse={wh}", extract, "progress=off")
     assert again.returncode == 0, again.stderr[-3000:]
     assert summary(again)["records_read"] == 0, "nothing new: the watermark on S3 was read back"
     assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
