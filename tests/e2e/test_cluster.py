@@ -34,9 +34,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         yield running
 
 
-def submit(master: str, warehouse: Path) -> dict[str, Any]:
-    """Run the demo job as a user does; its run summary (the last line on stdout) once it exited 0."""
-    proc = subprocess.run(
+def demo(master: str, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The demo job through ./spark-submit.sh on ``master``, as a user runs it."""
+    return subprocess.run(
         [
             str(REPO / "spark-submit.sh"),
             "--master", master,
@@ -44,13 +44,19 @@ def submit(master: str, warehouse: Path) -> dict[str, Any]:
             "--conf", "spark.ui.enabled=false",
             "--conf", "spark.executor.memory=1g",
             "job=demo/orders",
-            f"warehouse={warehouse}",
+            *overrides,
         ],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=REPO,
+        env=env,
     )  # fmt: skip
+
+
+def submit(master: str, warehouse: Path) -> dict[str, Any]:
+    """Run the demo job as a user does; its run summary (the last line on stdout) once it exited 0."""
+    proc = demo(master, f"warehouse={warehouse}")
     output = proc.stdout + proc.stderr  # spark-submit's Python runner merges the driver's stderr into stdout
     assert proc.returncode == 0, f"{master}: exit {proc.returncode}\n{output[-5000:]}"
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -128,25 +134,8 @@ def test_a_job_whose_input_and_warehouse_are_on_s3_runs_on_the_cluster(
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["ENGINE_CONNECTIONS_DIR"] = str(s3_server.connection(tmp_path / "connections", bucket).parent)
     wh = f"s3a://{bucket}/lake"
-    proc = subprocess.run(
-        [
-            str(REPO / "spark-submit.sh"),
-            "--master", cluster.master_url,
-            "--driver-memory", "1g",
-            "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.executor.memory=1g",
-            "job=demo/orders",
-            f"job.sources.orders.path=s3a://{bucket}/landing/orders.json",
-            f"warehouse={wh}",
-            "storage.connections=[lake_s3]",
-            "progress=off",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env=env,
-    )  # fmt: skip
+    source = f"job.sources.orders.path=s3a://{bucket}/landing/orders.json"
+    proc = demo(cluster.master_url, source, f"warehouse={wh}", "storage.connections=[lake_s3]", "progress=off", env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["sinks"] == {"orders.lake": 40, "orders.big_orders": 15}
@@ -162,22 +151,7 @@ def test_a_local_warehouse_the_executors_cannot_see_is_refused_before_anything_i
     """Runs last in this module (the first test counts the cluster's applications)."""
     assert cluster.hidden is not None
     warehouse = cluster.hidden / "lake"
-    proc = subprocess.run(
-        [
-            str(REPO / "spark-submit.sh"),
-            "--master", cluster.master_url,
-            "--driver-memory", "1g",
-            "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.executor.memory=1g",
-            "job=demo/orders",
-            f"warehouse={warehouse}",
-            "progress=off",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )  # fmt: skip
+    proc = demo(cluster.master_url, f"warehouse={warehouse}", "progress=off")
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output[-5000:]
     assert f"the warehouse {warehouse} is on the driver's local disk, and the executors on" in output

@@ -74,6 +74,19 @@ def test_three_incremental_runs_over_files_landing_on_s3(
         latest[row["dataset"].rstrip("/").rsplit("/", 1)[-1]] = json.loads(row["watermark"])["value"]
     assert {d: mark["path"] for d, mark in latest.items()} == newest
 
+    # a backfill of everything landed, into a table of its own: read once, resumed on a rerun, and
+    # the live watermarks never move (its bookkeeping is its own scope, in the S3 warehouse)
+    bounds = ["job.sources.in.from=2000-01-01T00:00:00", "job.sources.in.to=2100-01-01T00:00:00"]
+    backfill = [*bounds, "job.sinks.lake.path=backfill", s3_connection]
+    runs = [run_here(jobs, wh, *backfill, job="landing") for _ in range(2)]
+    assert [(code, s["records_read"]) for code, s in runs] == [(0, next_id - 1), (0, 0)], runs
+    refilled = DeltaTable(f"{wh}/backfill", storage_options=options).to_pyarrow_table().column("id").to_pylist()
+    assert sorted(refilled) == sorted(ids)
+    after = DeltaTable(f"{wh}/_engine/state", storage_options=options).to_pyarrow_table().to_pylist()
+    live = [r for r in after if r["scope"] == "live"]
+    assert sorted(json.dumps(r, default=str) for r in live) == sorted(json.dumps(r, default=str) for r in state)
+    assert {r["scope"] for r in after} - {"live"} == {"backfill:2000-01-01T00:00:00..2100-01-01T00:00:00"}
+
 
 def test_a_local_warehouse_with_its_input_and_delta_sink_on_s3(
     spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
