@@ -122,14 +122,12 @@ def _start(app: AppConfig, conf: AppConf, run_id: str, stop: Stop) -> Run:
 
     from engine.runtime import build_session
     from engine.runtime.discovery import discover
-    from engine.runtime.reach import check_executors_see
     from engine.runtime.session import fair_pools, object_store_settings, run_session
 
     settings = {**fair_pools(spec.pools), **conf.spark.conf}
     root = build_session(conf.spark.app_name, settings)
     object_store_settings(root, conf.storage.hadoop_settings())
     spark = run_session(root, conf.spark.conf)
-    check_executors_see(spark, warehouse)
     if spec.discover is not None:
         found = discover(spark, spec.discover, file=app.job_file)
         spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse, found=found)
@@ -146,8 +144,10 @@ def _validate(run: Run) -> dict[str, Any]:
 def _run(run: Run) -> dict[str, Any]:
     from engine.runtime import JobManager
     from engine.runtime.progress import Board
+    from engine.runtime.reach import check_executors_see
     from engine.state.delta_runs import DeltaRunStore
 
+    check_executors_see(run.spark, run.warehouse)  # before anything is written (modes that only read skip it)
     metadata, _ = run.open_state()
     backend = run.conf.metadata.backend
     options = run.conf.storage.store_options(run.warehouse)

@@ -354,6 +354,13 @@ def commit_files(
     return "committed"
 
 
+def transaction_version(spark: SparkSession, table: str, app_id: str) -> int:
+    """The latest version the table's ``txn`` actions record for ``app_id`` (-1: none), as Delta's
+    own library reads the log: checkpoints, checksums and log cleanup included, with the Hadoop
+    settings and credentials Spark writes the table with."""
+    return _txn_version(_Delta(spark).transaction(table), app_id)
+
+
 def _txn_version(txn: Any, app_id: str) -> int:
     """``txn.txnVersion(app_id)``, from the checksum file of the version ``txn`` read when that file
     lists the table's transactions (Delta writes them there), else from Delta's state of the table.

@@ -22,14 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.commit.delta_files import WrittenFiles, commit_files, read_written
+from engine.commit.delta_files import WrittenFiles, commit_files, read_written, transaction_version
 from engine.commit.errors import StepError
 from engine.state import watermarks
 from engine.state.rows import DatasetState, FileRead, utcnow
 from engine.state.store import StateStore
-from engine.storage.deltalog import transaction_version
 from engine.storage.hadoop import HadoopFs
-from engine.storage.options import store_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -48,9 +46,8 @@ class StepContext:
     midway: Callable[[], None] = lambda: None
     """Called halfway through a step that moves many files (the ``mid_step`` kill point)."""
     locations: Mapping[str, object] = field(default_factory=dict)
-    """What the running job's DAGs reach by URL, with their options and credentials: a copy DAG's
-    file systems (:class:`engine.copy.fs.Location`), a Delta table's delta-rs options (a mapping).
-    Steps store URLs, never credentials."""
+    """The file systems of the running job's copy DAGs by URL, with their options and credentials
+    (:class:`engine.copy.fs.Location`): steps store URLs, never credentials."""
 
 
 _KINDS: dict[str, type[CommitStep]] = {}
@@ -171,16 +168,11 @@ class DeltaWrite(CommitStep):
 
     def verify(self, ctx: StepContext) -> bool:
         """Whether the table moved past ``base_version`` and its ``txn`` for this app id is at this
-        batch or later. delta-rs reads the log as the protocol defines it (checkpoints too, so a
-        log cleaned up since still answers), with the options the running job opened the table
-        with (:meth:`Dag.locations <engine.runtime.dag.Dag.locations>`)."""
+        batch or later. Delta's own library reads the log (checkpoints too, so a log cleaned up
+        since still answers), with the credentials the table is written with."""
         if ctx.fs.delta_version(self.table) <= self.base_version:
             return False
-        options = ctx.locations.get(self.table)
-        if not isinstance(options, Mapping):
-            options = store_options(self.table)
-        committed = transaction_version(self.table, self.app_id, options)
-        return committed is not None and committed >= self.batch
+        return transaction_version(ctx.spark, self.table, self.app_id) >= self.batch
 
     def execute(self, ctx: StepContext) -> None:
         before = ctx.fs.delta_version(self.table)

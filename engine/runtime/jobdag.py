@@ -50,7 +50,6 @@ from engine.spec import DagSpec
 from engine.state.status import Status, dag_outcome
 from engine.state.store import utcnow
 from engine.storage.hadoop import HadoopFs
-from engine.storage.options import store_options
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -147,11 +146,6 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     @property
     def limits(self) -> SourceLimitsConf:
         return self.source.conf.limits
-
-    def locations(self) -> dict[str, object]:
-        """Its Delta tables with the delta-rs options of the connection serving each (or the
-        environment's), for the steps that read their logs."""
-        return {t: store_options(t, connection=self.connections(t) or None) for t in self.spec.delta_tables()}
 
     def fingerprint(self) -> str:
         """What a stored plan depends on: the source's name and config."""
