@@ -79,7 +79,7 @@ def run_task(
     _configure_logging(debug)
     started = time.monotonic()
     run_id = new_run_id()
-    job = app.job_choice or "?"
+    job = app.job_choice or (f"flow.{app.flow_choice.replace('/', '.')}" if app.flow_choice else "?")
     stop = stop or Stop()
     secrets = Secrets()
     with secrets.masking_logs():
@@ -108,7 +108,7 @@ def _outcome(app: AppConfig, run_id: str, job: str, stop: Stop, secrets: Secrets
         summary = {"run_id": run_id, "job": job, "status": Status.CANCELLED, "message": stop.reason}
     else:
         with hooks.installed(hooks.Hooks.from_env()):  # kill points and faults a drill asks for
-            summary = _execute(app, run_id, stop, secrets.mask)
+            summary = _execute(app, run_id, stop, secrets)
     code = EXIT_OK if Status.of(summary["status"]).ok else EXIT_JOB_FAILED
     if summary["status"] == Status.CANCELLED:
         code = EXIT_SIGNALLED + (stop.signum or 15)
@@ -120,7 +120,7 @@ def _failure(
 ) -> tuple[dict[str, Any], int]:
     """The summary of a run that raised ``exc`` (reported on stderr, masked), and its exit code."""
     if isinstance(exc, ConfigError):
-        exc.in_file(app.job_file)
+        exc.in_file(app.job_file or app.flow_file)
     _report(exc, debug, secrets)
     if not isinstance(exc, EngineError):
         first = str(exc).strip().splitlines()[0]
@@ -135,11 +135,17 @@ def _failure(
     return {"run_id": run_id, "job": job, "status": status, "message": str(exc)}, exc.exit_code
 
 
-def _execute(app: AppConfig, run_id: str, stop: Stop, mask: Callable[[str], str]) -> dict[str, Any]:
-    """The run's mode, by its handler (:data:`engine.cli.modes.HANDLERS`)."""
+def _execute(app: AppConfig, run_id: str, stop: Stop, secrets: Secrets) -> dict[str, Any]:
+    """The run's mode, by its handler (:data:`engine.cli.modes.HANDLERS`); a flow's hops are
+    readied as the job of a run is (named connections filled in, secrets decrypted)."""
     from engine.cli.modes import execute
 
-    return execute(app, run_id, stop, mask)
+    def prepare(job: dict[str, Any]) -> dict[str, Any]:
+        ready = secrets.reveal(with_connections({"job": job}))["job"]
+        assert isinstance(ready, dict)
+        return ready
+
+    return execute(app, run_id, stop, secrets.mask, prepare)
 
 
 def _report(exc: BaseException, debug: bool, secrets: Secrets) -> None:

@@ -47,6 +47,10 @@ class Run:
     """Absolute (a local path resolved against the working directory)."""
     mask: Callable[[str], str] = lambda text: text
     """Hides the secrets the run decrypted in what it stores (:class:`engine.config.secrets.Secrets`)."""
+    lease_name: str | None = None
+    """The run lease's name when not the job's (one hop of a flow, submitted on its own)."""
+    held: Leases | None = None
+    """The run lease, already held by the caller (a flow holds its own while its hops run)."""
 
     @cached_property
     def metadata(self) -> DeltaMetadataStore:
@@ -67,8 +71,9 @@ class Run:
         from engine.commit.lease import Lease, Leases, single_writer
 
         root = f"{self.warehouse}/_engine"
-        files = self.conf.storage.blobs(f"{root}/leases/{self.spec.name}")
-        leases = [Lease(root, self.spec.name, run_id=self.run_id, ttl_seconds=self.ttl, files=files)]
+        name = self.lease_name or self.spec.name
+        files = self.conf.storage.blobs(f"{root}/leases/{name}")
+        leases = [Lease(root, name, run_id=self.run_id, ttl_seconds=self.ttl, files=files)]
         if single_writer(self.warehouse):
             what = f"the warehouse {self.warehouse} (its `_engine/` tables, which every job writes)"
             leases.append(self._writer(self.warehouse, what, where=f"{root}/writer"))
@@ -79,7 +84,8 @@ class Run:
         from engine.commit.lease import Leases, single_writer
 
         tables = sorted({t for dag in self.spec.dags for t in dag.delta_tables() if single_writer(t)})
-        return Leases([*self.lease.leases, *(self._writer(t) for t in tables)])
+        own = [] if self.held is not None else self.lease.leases
+        return Leases([*own, *(self._writer(t) for t in tables)])
 
     def _writer(self, location: str, what: str | None = None, where: str | None = None) -> Lease:
         from engine.commit.lease import writer_lease
@@ -104,10 +110,22 @@ class Run:
         return {d.name: d.publish.max_attempts for d in self.spec.dags}
 
 
-def execute(app: AppConfig, run_id: str, stop: Stop, mask: Callable[[str], str] = lambda text: text) -> dict[str, Any]:
+def execute(
+    app: AppConfig,
+    run_id: str,
+    stop: Stop,
+    mask: Callable[[str], str] = lambda text: text,
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Validate the application config, compile the job, start Spark and run the mode's handler;
-    ``mask`` hides the run's decrypted secrets in the messages it stores."""
+    ``mask`` hides the run's decrypted secrets in the messages it stores. A flow's run goes to
+    :func:`engine.cli.flows.execute_flow`; ``prepare`` readies each of its hops' jobs (named
+    connections, secrets) as the command line readied a job's."""
     conf = app_conf(app.data)
+    if conf.flow is not None:
+        from engine.cli.flows import execute_flow
+
+        return execute_flow(app, conf, run_id, stop, mask, prepare)
     run = replace(_start(app, conf, run_id, stop), mask=mask)
     log.info("job %s compiled: %d dag(s); run %s", run.spec.name, len(run.spec.dags), run_id)
     return HANDLERS[conf.mode](run)
@@ -116,22 +134,29 @@ def execute(app: AppConfig, run_id: str, stop: Stop, mask: Callable[[str], str] 
 def _start(app: AppConfig, conf: AppConf, run_id: str, stop: Stop) -> Run:
     from engine.spec import compile_job  # no JVM needed up to here
 
-    warehouse = _absolute(conf.warehouse)
+    warehouse = absolute(conf.warehouse)
     name = (app.job_choice or "job").replace("/", ".")
+    assert conf.job is not None
     spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse)
 
-    from engine.runtime import build_session
     from engine.runtime.discovery import discover
+
+    spark = session(conf, spec)
+    if spec.discover is not None:
+        found = discover(spark, spec.discover, file=app.job_file)
+        spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse, found=found)
+    return Run(conf, spec, spark, run_id, stop, warehouse)
+
+
+def session(conf: AppConf, spec: JobSpec) -> SparkSession:
+    """The run's Spark session: the job's pools, the ``spark`` settings and object stores."""
+    from engine.runtime import build_session
     from engine.runtime.session import fair_pools, object_store_settings, run_session
 
     settings = {**fair_pools(spec.pools), **conf.spark.conf}
     root = build_session(conf.spark.app_name, settings)
     object_store_settings(root, conf.storage.hadoop_settings())
-    spark = run_session(root, conf.spark.conf)
-    if spec.discover is not None:
-        found = discover(spark, spec.discover, file=app.job_file)
-        spec = compile_job(conf.job, name=name, file=app.job_file, warehouse=warehouse, found=found)
-    return Run(conf, spec, spark, run_id, stop, warehouse)
+    return run_session(root, conf.spark.conf)
 
 
 def _validate(run: Run) -> dict[str, Any]:
@@ -154,7 +179,8 @@ def _run(run: Run) -> dict[str, Any]:
     store = DeltaRunStore(run.spark, f"{run.warehouse}/_engine/runs", backend=backend, mask=run.mask, options=options)
     with run.writers() as lease:  # one run of a job at a time, one writer per table on S3 (exit code 3 otherwise)
         connections = run.conf.storage.options
-        manager = JobManager(run.spark, metadata, guard=lease.check, backend=backend, connections=connections)
+        guard = lease.check if run.held is None else _both(run.held.check, lease.check)
+        manager = JobManager(run.spark, metadata, guard=guard, backend=backend, connections=connections)
         planned = manager.plan(run.spec, run.run_id)  # recovery, then every config mistake surfaces here
         metadata.ensure()
         store.ensure()
@@ -162,6 +188,14 @@ def _run(run: Run) -> dict[str, Any]:
         board.add([d.name for d in run.spec.dags])
         with shown(board, run.conf.progress):
             return manager.execute(planned, store, stop=run.stop, board=board).summary()
+
+
+def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 def _status(run: Run) -> dict[str, Any]:
@@ -198,12 +232,26 @@ def _commit(run: Run) -> dict[str, Any]:
         )
 
 
+def _plan(run: Run) -> dict[str, Any]:
+    """The compiled job: each DAG's kind, dependencies, what it reads and what it writes."""
+    return {
+        "run_id": run.run_id,
+        "job": run.spec.name,
+        "status": Status.OK,
+        "dags": [
+            {"name": d.name, "kind": d.kind, "after": list(d.after), "reads": d.inputs(), "writes": d.writes()}
+            for d in run.spec.dags
+        ],
+    }
+
+
 HANDLERS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "run": _run,
     "validate": _validate,
     "status": _status,
     "checkpoint": _checkpoint,
     "commit": _commit,
+    "plan": _plan,
 }
 """The handler of each mode (:data:`engine.spec.app.MODES`)."""
 
@@ -213,6 +261,6 @@ def _given(section: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in section.items() if v is not None}
 
 
-def _absolute(path: str) -> str:
+def absolute(path: str) -> str:
     """The warehouse as the run uses it: a URL (``file:/x`` too) as written, a plain path absolute."""
     return path if StoragePath.parse(path).is_url else str(Path(path).resolve())

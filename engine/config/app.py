@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from engine.config.defaults import DocumentedDefaults, strip
-from engine.config.jobs_source import JobsConfigSource, locate_job
+from engine.config.jobs_source import JobsConfigSource, locate_flow, locate_job
 from engine.config.redact import redact
 from engine.errors import EXIT_CONFIG, ConfigError
 
@@ -38,6 +38,9 @@ class AppConfig:
     overrides: tuple[str, ...] = ()
     """The command-line overrides of this run (in a multirun, the swept values)."""
     multirun: bool = False
+    flow_choice: str | None = None
+    """``flow=<group>/<name>``: the run is a flow's (its file in :attr:`flow_file`), not a job's."""
+    flow_file: str | None = None
 
 
 SOURCE_TREE = Path(__file__).resolve().parents[2]
@@ -111,8 +114,10 @@ def _no_mode(self: Hydra, config_name: str | None, overrides: list[str]) -> None
 
 
 def _app_config(cfg: DictConfig) -> AppConfig:
-    choice = HydraConfig.get().runtime.choices.get("job")
+    choices = HydraConfig.get().runtime.choices
+    choice, flow = choices.get("job"), choices.get("flow")
     file = locate_job(choice) if choice else None
+    flow_file = locate_flow(flow) if flow else None
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as exc:
@@ -126,6 +131,8 @@ def _app_config(cfg: DictConfig) -> AppConfig:
         job_file=str(file) if file else None,
         overrides=tuple(hydra_cfg.overrides.task),
         multirun=str(hydra_cfg.mode) == "RunMode.MULTIRUN",
+        flow_choice=flow,
+        flow_file=str(flow_file) if flow_file else None,
     )
 
 

@@ -1,7 +1,9 @@
-"""A Hydra config source that serves the ``job`` group from ``jobs/``, in HOCON or YAML.
+"""A Hydra config source that serves the ``job`` group from ``jobs/`` and the ``flow`` group from
+``jobs/flows/``, in HOCON or YAML.
 
-``job=demo/orders`` selects ``jobs/demo/orders.conf`` (or ``.yaml``/``.yml``). Only the selected
-file is read. Because the job is a regular Hydra config node, every key in it can be overridden
+``job=demo/orders`` selects ``jobs/demo/orders.conf`` (or ``.yaml``/``.yml``);
+``flow=demo/orders_to_replica`` selects ``jobs/flows/demo/orders_to_replica.conf``. Only the
+selected file is read. Because the job is a regular Hydra config node, every key in it can be overridden
 or swept from the command line, and a mistyped key is refused by Hydra. The documented keys the
 file leaves out are filled in while it composes (:mod:`engine.config.defaults`).
 """
@@ -21,6 +23,9 @@ from engine.config.hocon import load_hocon
 from engine.errors import ConfigError
 
 GROUP = "job"
+FLOW_GROUP = "flow"
+FLOWS_DIR = "flows"
+"""Flows live under ``jobs/flows/<group>/<name>``; templates under ``jobs/templates/<pack>/``."""
 SUFFIXES = (".conf", ".yaml", ".yml")
 
 
@@ -36,7 +41,16 @@ def jobs_root() -> Path:
 
 def locate_job(choice: str) -> Path | None:
     """The file behind ``job=<choice>``."""
-    base = jobs_root() / choice
+    return locate(jobs_root() / choice)
+
+
+def locate_flow(choice: str) -> Path | None:
+    """The file behind ``flow=<choice>`` (``<flowGroup>/<flowName>``)."""
+    return locate(jobs_root() / FLOWS_DIR / choice)
+
+
+def locate(base: Path) -> Path | None:
+    """``base`` with the first of :data:`SUFFIXES` that names a file."""
     return next((base.with_name(base.name + s) for s in SUFFIXES if base.with_name(base.name + s).is_file()), None)
 
 
@@ -71,18 +85,19 @@ class JobsConfigSource(ConfigSource):
         return "jobs"
 
     def load_config(self, config_path: str) -> ConfigResult:
-        choice = self._choice(config_path)
-        file = locate_job(choice) if choice else None
-        if file is None:
+        found = self._chosen(config_path)
+        file = locate(found[0] / found[1]) if found and found[1] else None
+        if found is None or file is None:
             raise ConfigLoadError(f"Config not found : {config_path}")
         try:
             data = load_hocon(file) if file.suffix == ".conf" else OmegaConf.to_container(OmegaConf.load(file))
         except ConfigError as exc:
             raise ConfigLoadError(str(exc)) from exc
-        if isinstance(data, dict):  # the class's, not bound to this instance
+        if isinstance(data, dict) and found[0] == jobs_root():  # a job: the class's, not bound to this instance
             data = fill({str(k): v for k, v in data.items()}, JobsConfigSource.documented)
         config = OmegaConf.create(data)
-        _open_backfill_keys(config)
+        if found[0] == jobs_root():
+            _open_backfill_keys(config)
         return ConfigResult(
             config=config,
             path=f"{self.scheme()}://{jobs_root()}",
@@ -94,33 +109,35 @@ class JobsConfigSource(ConfigSource):
         return jobs_root().is_dir()
 
     def is_group(self, config_path: str) -> bool:
-        choice = self._choice(config_path)
-        return choice is not None and (jobs_root() / choice).is_dir()
+        found = self._chosen(config_path)
+        return found is not None and (found[0] / found[1]).is_dir()
 
     def is_config(self, config_path: str) -> bool:
-        choice = self._choice(config_path)
-        return bool(choice) and locate_job(choice) is not None  # type: ignore[arg-type]
+        found = self._chosen(config_path)
+        return found is not None and bool(found[1]) and locate(found[0] / found[1]) is not None
 
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
-        choice = self._choice(config_path)
-        folder = jobs_root() / (choice or "")
-        if choice is None or not folder.is_dir():
+        found = self._chosen(config_path)
+        if found is None or not (found[0] / found[1]).is_dir():
             return []
-        found = set()
+        folder = found[0] / found[1]
+        names = set()
         for entry in folder.iterdir():
             rel = f"{config_path}/{entry.stem if entry.is_file() else entry.name}"
             if (entry.is_dir() and results_filter in (None, ObjectType.GROUP)) or (
                 entry.is_file() and entry.suffix in SUFFIXES and results_filter in (None, ObjectType.CONFIG)
             ):
-                found.add(rel)
-        return sorted(found)
+                names.add(rel)
+        return sorted(names)
 
     @staticmethod
-    def _choice(config_path: str) -> str | None:
-        """``job/demo/orders.yaml`` -> ``demo/orders``; ``None`` outside the job group."""
+    def _chosen(config_path: str) -> tuple[Path, str] | None:
+        """``job/demo/orders.yaml`` -> (``jobs/``, ``demo/orders``), ``flow/demo/x`` -> (``jobs/flows/``,
+        ``demo/x``); ``None`` outside the two groups."""
         path = config_path.removesuffix(".yaml").strip("/")
-        if path == GROUP:
-            return ""
-        if not path.startswith(GROUP + "/"):
-            return None
-        return path[len(GROUP) + 1 :]
+        for group, root in ((GROUP, jobs_root()), (FLOW_GROUP, jobs_root() / FLOWS_DIR)):
+            if path == group:
+                return root, ""
+            if path.startswith(group + "/"):
+                return root, path[len(group) + 1 :]
+        return None

@@ -119,7 +119,7 @@ class FilesSourceConf(SourceConf):
           type = files
           format = json
           path = data/orders/*.json
-          schema = schemas/order.avsc
+          schema = schemas/orders.avsc
           options { multiLine = false }
           on_corrupt = skip
         }

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from engine.errors import ConfigError
 from engine.spec.validation import validate
 from engine.state.backends import BACKENDS as METADATA_BACKENDS
 from engine.storage.blobs import Blobs, blobs
@@ -20,7 +21,7 @@ from engine.storage.options import bucket, connection_hadoop_settings, store_opt
 
 __all__ = ["MODES", "PROGRESS_VIEWS", "AppConf", "CheckpointConf", "CommitConf", "LeaseConf", "app_conf"]
 
-MODES = ("run", "validate", "status", "checkpoint", "commit")
+MODES = ("run", "validate", "status", "checkpoint", "commit", "plan")
 """What a run does (``mode=``): see :class:`AppConf`."""
 PROGRESS_VIEWS = ("auto", "live", "log", "off")
 """How the console shows a running job (``progress=``)."""
@@ -227,7 +228,8 @@ class AppConf(_Strict):
     """Where relative sink paths, the error tables and the engine's metadata (``_engine/``) live."""
     mode: Text = "run"
     """``run`` the job, ``validate`` it (compile and check, no Spark job), show its ``status``,
-    show or change a ``checkpoint``, or show, release or abandon a ``commit``."""
+    show or change a ``checkpoint``, show, release or abandon a ``commit``, or ``plan``: print
+    what it compiles to (a flow: each hop's template, executor and job) and run nothing."""
     debug: bool = False
     """Show tracebacks with errors."""
     progress: Text = "auto"
@@ -247,8 +249,15 @@ class AppConf(_Strict):
     """Object-store connections."""
     spark: SparkConf = SparkConf()
     """The SparkSession's settings."""
-    job: dict[str, Any]
+    job: dict[str, Any] | None = None
     """The job itself, compiled on its own (:func:`engine.spec.compile_job`)."""
+    flow: dict[str, Any] | None = None
+    """A flow (``flow=<group>/<name>``) instead of a job, compiled by :mod:`engine.flow`."""
+    topology_dir: Text | None = None
+    """Flows: the directory of the flow graph (data nodes, flow edges, executors); None:
+    ``conf/topology/``."""
+    hop: Text | None = None
+    """Flows: run only this hop (what a flow submits for a hop on another executor)."""
 
     @field_validator("mode")
     @classmethod
@@ -271,4 +280,12 @@ def _one_of(value: str, known: tuple[str, ...], kind: str, what: str) -> str:
 
 def app_conf(data: dict[str, Any], *, file: str | None = None) -> AppConf:
     """``data`` (a composed config) validated; a mistake is one ``ConfigError`` naming its key path."""
-    return validate(AppConf, data, key="", file=file)
+    conf = validate(AppConf, data, key="", file=file)
+    if (conf.job is None) == (conf.flow is None):
+        given = "both" if conf.job is not None else "neither"
+        raise ConfigError(
+            f"give one of `job=<path under jobs/>` and `flow=<group>/<name>` (jobs/flows/<group>/<name>.conf), "
+            f"not {given}",
+            key="job",
+        )
+    return conf

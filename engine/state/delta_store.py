@@ -60,6 +60,12 @@ FLOW_STATUS_DDL = (
     "run_id STRING, job STRING, status STRING, message STRING, datasets INT, committed INT, failed INT, "
     "records BIGINT, start_time TIMESTAMP, end_time TIMESTAMP"
 )
+FLOW_EXECUTIONS_DDL = (
+    "flow_group STRING, flow_name STRING, execution_id STRING, status STRING, message STRING, "
+    "start_time TIMESTAMP, end_time TIMESTAMP, job_statuses STRING"
+)
+"""One row per execution of a flow (the seed's FlowStatus); ``job_statuses`` is the JSON list of
+its hops' JobStatus."""
 EPOCH_PROPERTY = "engine.log_epoch"
 LOG_DDL = (
     "job STRING, dag STRING, scope STRING, batch BIGINT, kind STRING, run_id STRING, at TIMESTAMP, "
@@ -108,6 +114,9 @@ class DeltaMetadataStore(MetadataStore):
         self.log = meta_table(f"{root}/commit_log", LOG_DDL, version=SCHEMA_VERSION, what="commit log")
         self.files = meta_table(f"{root}/files_read", FILES_DDL, version=SCHEMA_VERSION, what="file log")
         self.schemas = meta_table(f"{root}/schemas", SCHEMAS_DDL, version=SCHEMA_VERSION, what="schemas")
+        self.flow_runs = meta_table(
+            f"{root}/flow_executions", FLOW_EXECUTIONS_DDL, version=SCHEMA_VERSION, what="flow executions"
+        )
         prefetch([self.log, self.state, self.jobs, self.flows, self.changelog, self.files])
 
     def ensure(self) -> DeltaMetadataStore:
@@ -168,6 +177,21 @@ class DeltaMetadataStore(MetadataStore):
             return []
         rows = sorted(self.flows.rows(job=job), key=lambda r: r["start_time"], reverse=True)[:limit]
         return [FlowStatusRow(**{**r, "status": Status(r["status"])}) for r in rows]
+
+    def add_flow_execution(self, row: dict[str, Any]) -> None:
+        """Created by a flow's first execution (jobs never pay for it)."""
+        self.flow_runs.ensure()
+        self.flow_runs.append([{**row, "message": self.mask(str(row.get("message") or ""))}])
+
+    def flow_executions(self, group: str, name: str, *, limit: int = 10) -> list[dict[str, Any]]:
+        """The flow's last executions, newest first (a running one has no end time yet)."""
+        if not _readable(self.flow_runs):
+            return []
+        rows = self.flow_runs.rows(flow_group=group, flow_name=name)
+        latest: dict[str, dict[str, Any]] = {}
+        for row in sorted(rows, key=lambda r: (r["start_time"], r["end_time"] is not None)):
+            latest[row["execution_id"]] = row  # the end row of an execution replaces its start row
+        return sorted(latest.values(), key=lambda r: r["start_time"], reverse=True)[:limit]
 
     def changes(self, job: str, *, limit: int = 20) -> list[CheckpointChange]:
         if not _readable(self.changelog):

@@ -103,7 +103,8 @@ class Inputs:
 
 
 def _argv(wh: Path | str, extra: list[str], job: str = JOB) -> list[str]:
-    return [f"job={job}", f"warehouse={wh}", *extra]
+    """``job`` is a job's name, or the choice of a flow as is (``flow=<group>/<name>``)."""
+    return [job if job.startswith("flow=") else f"job={job}", f"warehouse={wh}", *extra]
 
 
 def crash_run(

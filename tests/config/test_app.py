@@ -27,7 +27,7 @@ def test_hocon_job_is_selected_and_its_keys_overridden() -> None:
     assert app.job_choice == "demo/orders"
     assert app.job_file is not None and app.job_file.endswith("jobs/demo/orders.conf")
     assert app.data["job"]["sources"]["orders"]["path"] == "/data/in"
-    assert app.data["job"]["sources"]["orders"]["schema"] == "schemas/order.avsc"
+    assert app.data["job"]["sources"]["orders"]["schema"] == "schemas/orders.avsc"
     assert app.data["warehouse"] == "/tmp/wh"
     assert app.data["mode"] == "run"
 
@@ -43,7 +43,7 @@ def test_yaml_job_is_selected_the_same_way() -> None:
     ("argv", "needle"),
     [
         pytest.param(["job=demo/orders", "job.sources.ordrs.path=/x"], "ordrs", id="unknown-key"),
-        pytest.param([], "You must specify 'job'", id="missing-job"),
+        pytest.param(["flow=demo/nope"], "demo/nope", id="unknown-flow"),
         pytest.param(["job=demo/nope"], "demo/nope", id="unknown-job"),
         pytest.param(["job=demo/orders", "warehose=/x"], "warehose", id="unknown-top-key"),
     ],

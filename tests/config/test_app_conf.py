@@ -125,7 +125,7 @@ def test_the_modes_and_views_are_the_cli_s() -> None:
     [
         pytest.param("lease.ttl_seconds=1", "lease.ttl_seconds", id="lease"),
         pytest.param("status.runs=none", "status.runs", id="runs"),
-        pytest.param("mode=plan", "mode", id="mode"),
+        pytest.param("mode=plna", "mode", id="mode"),
         pytest.param("commit.batch=abc", "commit.batch", id="batch"),
         pytest.param("metadata.backend=rust", "metadata.backend", id="metadata-backend"),
     ],

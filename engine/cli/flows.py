@@ -1,0 +1,409 @@
+"""Run a flow (``flow=<group>/<name>``): its hops in dependency order, then one FlowStatus.
+
+The hops whose executor is this application's (its master; any local master for a local one) run
+as DAGs of one job, ``flow.<group>.<name>``, with ``after`` dependencies, in this SparkContext. A
+hop on another executor is submitted with ``spark-submit.sh --master <its master> hop=<name>``
+(the same flow, compiled again, only that hop) and its summary collected. Every hop keeps its
+own state and commit log under the flow's job (its DAGs are named after the hop), so exactly-once
+holds per hop and a rerun redoes only what is unfinished: a finished hop reads nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from engine.cli.modes import HANDLERS, Run, _run, _validate, absolute, session
+from engine.config.app import SOURCE_TREE
+from engine.errors import ConfigError, EngineError
+from engine.flow import FlowPlan, Hop, compile_flow
+from engine.state.rows import utcnow
+from engine.state.status import Status
+
+if TYPE_CHECKING:
+    from engine.config import AppConfig
+    from engine.runtime.stop import Stop
+    from engine.spec.app import AppConf
+    from engine.state.delta_store import DeltaMetadataStore
+
+log = logging.getLogger("engine")
+
+SUBMIT = "spark-submit.sh"
+NOT_FORWARDED = ("flow", "hop", "mode", "warehouse", "progress", "topology_dir")
+"""Command-line keys a submitted hop gets from the flow rather than from the parent's command."""
+
+
+def execute_flow(
+    app: AppConfig,
+    conf: AppConf,
+    run_id: str,
+    stop: Stop,
+    mask: Callable[[str], str],
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None,
+) -> dict[str, Any]:
+    assert conf.flow is not None and app.flow_choice is not None
+    warehouse = absolute(conf.warehouse)
+    plan = compile_flow(
+        conf.flow,
+        choice=app.flow_choice,
+        file=app.flow_file,
+        warehouse=warehouse,
+        topology=conf.topology_dir,
+        prepare=prepare,
+    )
+    log.info("flow %s/%s compiled: %d hop(s)", plan.group, plan.name, len(plan.hops))
+    if conf.mode == "plan":
+        return {"run_id": run_id, "job": plan.job_name, "status": Status.OK, **plan.describe()}
+    if conf.hop is not None:  # one hop, submitted by its flow on its executor
+        hop = plan.hop(conf.hop)
+        spec = plan.job_spec([hop.name])
+        run = Run(
+            conf, spec, session(conf, spec), run_id, stop, warehouse, mask, lease_name=f"{plan.job_name}.{hop.name}"
+        )
+        return HANDLERS[conf.mode](run)
+    whole = plan.job_spec()
+    spark = session(conf, whole)
+    master = str(spark.sparkContext.master)
+    here = [h.name for h in plan.hops if same_executor(h.master, master)]
+    run = Run(conf, plan.job_spec(here), spark, run_id, stop, warehouse, mask)
+    if conf.mode == "validate":
+        summary = _validate(run)
+        elsewhere = [h.name for h in plan.hops if h.name not in here]
+        return {**summary, "hops": [h.name for h in plan.hops], "compiled_only": elsewhere}
+    if conf.mode == "status":
+        return flow_status(run.metadata, plan, runs=conf.status.runs, run_id=run_id)
+    if conf.mode != "run":  # checkpoint, commit: every hop's DAGs, as one job's
+        return HANDLERS[conf.mode](replace(run, spec=whole))
+    return FlowExecution(plan, run, app, here).execute()
+
+
+def same_executor(hop_master: str, master: str) -> bool:
+    """Whether a hop on ``hop_master`` runs in an application on ``master``."""
+    return hop_master == master or (hop_master.startswith("local") and master.startswith("local"))
+
+
+@dataclass
+class HopOutcome:
+    hop: Hop
+    status: Status
+    message: str = ""
+    start: datetime = field(default_factory=utcnow)
+    end: datetime | None = None
+    run_id: str | None = None
+    dags: list[dict[str, Any]] = field(default_factory=list)
+
+    def job_status(self, plan: FlowPlan, metadata: DeltaMetadataStore | None) -> dict[str, Any]:
+        """The seed's JobStatus of this hop (and what it ran where)."""
+        low, high = _watermarks(metadata, plan.job_name, self.run_id, set(self.hop.dag_names().values()))
+        return {
+            "flowGroup": plan.group,
+            "flowName": plan.name,
+            "jobName": self.hop.name,
+            "jobGroup": plan.job_name,
+            "executionStartTime": _millis(self.start),
+            "executionEndTime": _millis(self.end),
+            "executionStatus": self.status,
+            "message": self.message,
+            "processedCount": sum(int(d.get("records_read") or 0) for d in self.dags),
+            "errorCount": sum(int(d.get("records_rejected") or 0) for d in self.dags),
+            "lowWatermark": low,
+            "highWatermark": high,
+            "template": self.hop.template,
+            "executor": self.hop.executor,
+            "run_id": self.run_id,
+            "dags": [{k: d.get(k) for k in ("name", "status", "message", "records_read", "sinks")} for d in self.dags],
+        }
+
+
+class FlowExecution:
+    """One execution of a flow: its hops in dependency order, its FlowStatus row at start and end."""
+
+    def __init__(self, plan: FlowPlan, run: Run, app: AppConfig, here: list[str]) -> None:
+        self.plan = plan
+        self.run = run
+        self.app = app
+        self.here = set(here)
+        self.outcomes: dict[str, HopOutcome] = {}
+        self.start = utcnow()
+
+    def execute(self) -> dict[str, Any]:
+        metadata = self.run.metadata
+        with self.run.lease as held:  # one execution of a flow at a time (exit code 3 otherwise)
+            self.run = replace(self.run, held=held)
+            return self._execute(metadata)
+
+    def _execute(self, metadata: DeltaMetadataStore) -> dict[str, Any]:
+        self._record(metadata, Status.RUNNING, "")
+        batch = 0
+        try:
+            while len(self.outcomes) < len(self.plan.hops) and not self.run.stop.is_set():
+                self._skip_after_failures()
+                local, remote = self._ready()
+                if not local and not remote:
+                    break
+                threads = [threading.Thread(target=self._submit, args=(h,), name=f"hop-{h.name}") for h in remote]
+                for t in threads:
+                    t.start()
+                if local:
+                    batch += 1
+                    self._run_here(local, batch)
+                for t in threads:
+                    t.join()
+        finally:
+            for hop in self.plan.hops:  # stopped (or a batch raised): what never ran
+                if hop.name not in self.outcomes:
+                    why = self.run.stop.reason or "the flow stopped first" if self.run.stop.is_set() else "not run"
+                    status = Status.CANCELLED if self.run.stop.is_set() else Status.SKIPPED
+                    self.outcomes[hop.name] = HopOutcome(hop, status, why, end=utcnow())
+            status, message = self._outcome()
+            statuses = self._record(metadata, status, message)
+        summary = {
+            "run_id": self.run.run_id,
+            "job": self.plan.job_name,
+            "flowGroup": self.plan.group,
+            "flowName": self.plan.name,
+            "flowExecutionId": self.run.run_id,
+            "status": status,
+            "message": message,
+            "records_read": sum(s["processedCount"] for s in statuses),
+            "errors": sum(s["errorCount"] for s in statuses),
+            "hops": statuses,
+        }
+        if self.run.stop.is_set():
+            summary["status"] = Status.CANCELLED
+            summary["stopped_by"] = self.run.stop.reason
+        return summary
+
+    # -- which hops run next --------------------------------------------------------------------
+
+    def _skip_after_failures(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for hop in self.plan.hops:
+                if hop.name in self.outcomes:
+                    continue
+                failed = [a for a in hop.after if a in self.outcomes and self.outcomes[a].status != Status.SUCCEEDED]
+                if failed:
+                    why = f"hop {failed[0]} did not succeed ({self.outcomes[failed[0]].status})"
+                    self.outcomes[hop.name] = HopOutcome(hop, Status.SKIPPED, why, end=utcnow())
+                    changed = True
+
+    def _ready(self) -> tuple[list[Hop], list[Hop]]:
+        """The hops to run now: the local ones whose upstreams are done or run with them (as
+        ``after`` dependencies, in one job), and the other executors' whose upstreams are done."""
+        done = {n for n, o in self.outcomes.items() if o.status == Status.SUCCEEDED}
+        local: list[Hop] = []
+        remote: list[Hop] = []
+        for hop in self.plan.hops:  # in dependency order
+            if hop.name in self.outcomes:
+                continue
+            if hop.name in self.here:
+                if all(a in done or a in {h.name for h in local} for a in hop.after):
+                    local.append(hop)
+            elif all(a in done for a in hop.after):
+                remote.append(hop)
+        return local, remote
+
+    # -- running them ---------------------------------------------------------------------------
+
+    def _run_here(self, hops: list[Hop], batch: int) -> None:
+        run_id = self.run.run_id if batch == 1 else f"{self.run.run_id}.{batch}"
+        spec = self.plan.job_spec([h.name for h in hops])
+        started = utcnow()
+        log.info("flow %s: hops %s run here (run %s)", self.plan.job_name, ", ".join(h.name for h in hops), run_id)
+        try:
+            summary = _run(replace(self.run, spec=spec, run_id=run_id))
+        except ConfigError:
+            raise
+        except EngineError as exc:
+            if exc.exit_code != 1:  # another run holds the lease: the flow did nothing
+                raise
+            summary = {"status": Status.FAILED, "message": str(exc), "dags": []}
+        ended = utcnow()
+        by_dag = {d["name"]: d for d in summary.get("dags", []) if isinstance(d, dict)}
+        times = self._dag_times(run_id)
+        for hop in hops:
+            names = list(hop.dag_names().values())
+            dags = [by_dag[n] for n in names if n in by_dag]
+            status = Status.worst(d["status"] for d in dags) if dags else Status.of(summary.get("status"))
+            message = next((d.get("message") for d in dags if d.get("message")), "") or (
+                summary.get("message", "") if status != Status.SUCCEEDED else ""
+            )
+            starts = [times[n][0] for n in names if n in times]
+            ends = [e for n in names if n in times and (e := times[n][1]) is not None]
+            start, end = (min(starts), max(ends)) if starts and ends else (started, ended)
+            self.outcomes[hop.name] = HopOutcome(hop, status, message, start, end, run_id, dags)
+
+    def _dag_times(self, run_id: str) -> dict[str, tuple[datetime, datetime | None]]:
+        """When each DAG of the run ``run_id`` started and ended (the runs table)."""
+        from engine.state.delta_runs import DeltaRunStore
+
+        run = self.run
+        try:
+            store = DeltaRunStore(
+                run.spark,
+                f"{run.warehouse}/_engine/runs",
+                backend=run.conf.metadata.backend,
+                mask=run.mask,
+                options=run.conf.storage.store_options(run.warehouse),
+            )
+            rows = store.history(self.plan.job_name, limit=200)
+        except Exception as exc:  # the hops' times fall back to the batch's
+            log.warning("cannot read the run history of %s: %s", self.plan.job_name, exc)
+            return {}
+        return {r.dag: (r.start_time, r.end_time) for r in rows if r.run_id == run_id}
+
+    def _submit(self, hop: Hop) -> None:
+        """``hop`` on its executor: ``spark-submit.sh --master <master> ... hop=<name>``."""
+        started = utcnow()
+        command = self.command(hop)
+        log.info("flow %s: hop %s submitted to %s: %s", self.plan.job_name, hop.name, hop.master, " ".join(command))
+        try:
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        except OSError as exc:
+            self.outcomes[hop.name] = HopOutcome(hop, Status.FAILED, f"cannot submit: {exc}", started, utcnow())
+            return
+        out = _wait(proc, self.run.stop)
+        lines = [line for line in out.splitlines() if line.strip()]
+        try:
+            summary = json.loads(lines[-1]) if lines else {}
+        except json.JSONDecodeError:
+            summary = {}
+        status = Status.of(summary.get("status")) if summary else Status.FAILED
+        message = summary.get("message") or ("" if proc.returncode == 0 else f"spark-submit exited {proc.returncode}")
+        dags = [d for d in summary.get("dags", []) if isinstance(d, dict)]
+        self.outcomes[hop.name] = HopOutcome(hop, status, message, started, utcnow(), summary.get("run_id"), dags)
+
+    def command(self, hop: Hop) -> list[str]:
+        """The command that runs ``hop`` alone on its executor; the parent's overrides go with it."""
+        forwarded = [o for o in self.app.overrides if o.split("=", 1)[0].lstrip("+~") not in NOT_FORWARDED]
+        conf = self.run.conf
+        extra = [f"topology_dir={conf.topology_dir}"] if conf.topology_dir else []
+        return [
+            str(SOURCE_TREE / SUBMIT),
+            "--master",
+            hop.master,
+            *hop.submit,
+            f"flow={self.app.flow_choice}",
+            f"hop={hop.name}",
+            "mode=run",
+            "progress=off",
+            f"warehouse={self.run.warehouse}",
+            *extra,
+            *forwarded,
+            *hop.overrides,
+        ]
+
+    # -- the FlowStatus -------------------------------------------------------------------------
+
+    def _outcome(self) -> tuple[Status, str]:
+        statuses = [o.status for o in self.outcomes.values()]
+        if self.run.stop.is_set():
+            return Status.CANCELLED, self.run.stop.reason or "stopped"
+        worst = Status.worst(statuses)
+        if worst == Status.SUCCEEDED:
+            return Status.SUCCEEDED, ""
+        failed = [o for o in self.outcomes.values() if o.status not in (Status.SUCCEEDED, Status.SKIPPED)]
+        first = failed[0] if failed else next(o for o in self.outcomes.values() if o.status != Status.SUCCEEDED)
+        some = any(o.status in (Status.SUCCEEDED, Status.PARTIAL) for o in self.outcomes.values())
+        status = Status.PARTIAL if some else Status.FAILED
+        return status, f"hop {first.hop.name}: {first.status}" + (f": {first.message}" if first.message else "")
+
+    def _record(self, metadata: DeltaMetadataStore, status: Status, message: str) -> list[dict[str, Any]]:
+        ended = status != Status.RUNNING
+        statuses = [
+            self.outcomes[h.name].job_status(self.plan, metadata) for h in self.plan.hops if h.name in self.outcomes
+        ]
+        row = {
+            "flow_group": self.plan.group,
+            "flow_name": self.plan.name,
+            "execution_id": self.run.run_id,
+            "status": status.value,
+            "message": message,
+            "start_time": self.start,
+            "end_time": utcnow() if ended else None,
+            "job_statuses": json.dumps(statuses, default=str),
+        }
+        try:
+            metadata.add_flow_execution(row)
+        except Exception as exc:  # the hops' own state and history are written; say what is missing
+            log.warning("flow %s: the flow execution row could not be written: %s", self.plan.job_name, exc)
+        return statuses
+
+
+def flow_status(metadata: DeltaMetadataStore, plan: FlowPlan, *, runs: int, run_id: str) -> dict[str, Any]:
+    """``mode=status``: the flow's last executions, each with its hops' JobStatus."""
+    executions = []
+    for row in metadata.flow_executions(plan.group, plan.name, limit=runs):
+        executions.append(
+            {
+                "flowExecutionId": row["execution_id"],
+                "executionStartTime": _millis(row["start_time"]),
+                "executionEndTime": _millis(row["end_time"]),
+                "executionStatus": row["status"],
+                "message": row["message"],
+                "jobStatuses": json.loads(row["job_statuses"] or "[]"),
+            }
+        )
+    return {
+        "run_id": run_id,
+        "job": plan.job_name,
+        "status": Status.OK,
+        "flowGroup": plan.group,
+        "flowName": plan.name,
+        "hops": [h.name for h in plan.hops],
+        "executions": executions,
+    }
+
+
+def _wait(proc: subprocess.Popen[str], stop: Stop) -> str:
+    """``proc``'s stdout once it ends; a stop of the flow is passed on as SIGTERM (graceful)."""
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        if stop.is_set():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
+            break
+        try:
+            proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            continue
+    reader.join()
+    out = "".join(chunks)
+    sys.stderr.flush()
+    return out
+
+
+def _watermarks(
+    metadata: DeltaMetadataStore | None, job: str, run_id: str | None, dags: set[str]
+) -> tuple[str | None, str | None]:
+    """A hop's low and high watermarks in its run: the one dataset's, or a JSON object by dataset."""
+    if metadata is None or run_id is None:
+        return None, None
+    try:
+        rows = [r for r in metadata.job_status(job, runs=20) if r.run_id == run_id and r.dag in dags]
+    except Exception as exc:  # the status is still worth writing
+        log.warning("cannot read the job status of %s: %s", job, exc)
+        return None, None
+    if not rows:
+        return None, None
+    if len(rows) == 1:
+        return rows[0].low, rows[0].high
+    lows = {f"{r.dag}/{r.dataset}": r.low for r in rows}
+    highs = {f"{r.dag}/{r.dataset}": r.high for r in rows}
+    return json.dumps(lows, sort_keys=True), json.dumps(highs, sort_keys=True)
+
+
+def _millis(at: datetime | None) -> int | None:
+    return None if at is None else int(at.timestamp() * 1000)

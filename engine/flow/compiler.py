@@ -1,0 +1,450 @@
+"""The flow compiler: a flow -> the hops that serve it, each an ordinary, validated job.
+
+For each destination the compiler takes the cheapest path from the source over the flow graph
+(Dijkstra; ties go to fewer hops, then to the path whose edge names sort first), so paths to
+several destinations share their common hops, which run once. Each hop is one edge and one of its
+templates, filled with its parameters and compiled exactly as a hand-written job is
+(:func:`engine.spec.compile_job`). Compilation is pure (no Spark, no I/O but reading the config
+files) and deterministic.
+
+A hop's parameters, lowest precedence first, merged key by key:
+
+1. the template's ``parameters.defaults``;
+2. the hop's source node's ``properties`` under ``source`` and its destination node's under
+   ``destination`` (with their ``name`` and ``kind``);
+3. the edge's ``properties``;
+4. the flow's ``properties``;
+5. the built-ins: ``flow`` (``group``, ``name``, ``owner``), ``hop``, ``warehouse`` and, when the
+   flow lists them, ``datasets``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.flow.model import EdgeConf, FlowConf
+from engine.flow.templates import Catalog, Template
+from engine.flow.topology import LOCAL, Topology
+from engine.sources.conf import LimitsConf
+from engine.spec import JobSpec, compile_job
+from engine.spec.model import AnyDagSpec
+from engine.spec.validation import validate
+
+FLOW_JOB_PREFIX = "flow"
+"""A flow's job name is ``flow.<flowGroup>.<flowName>``: its lease, state and run history."""
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One job of a flow: a template on an edge (or a listed template), on an executor."""
+
+    name: str
+    template: str
+    template_file: str
+    executor: str
+    master: str
+    after: tuple[str, ...]
+    """The hops that must finish first."""
+    params: dict[str, Any]
+    job: dict[str, Any]
+    """The filled template: the hop's job config."""
+    spec: JobSpec
+    edge: str | None = None
+    source: str | None = None
+    destination: str | None = None
+    submit: tuple[str, ...] = ()
+    """The executor's ``spark-submit.sh`` options and overrides (a hop submitted on its own)."""
+    overrides: tuple[str, ...] = ()
+
+    def dag_names(self) -> dict[str, str]:
+        """The hop job's DAG names -> their names in the flow's job: the hop's name for a
+        one-DAG job, ``<hop>.<dag>`` for each of several."""
+        dags = self.spec.dags
+        return {d.name: self.name if len(dags) == 1 else f"{self.name}.{d.name}" for d in dags}
+
+
+@dataclass(frozen=True)
+class FlowPlan:
+    group: str
+    name: str
+    file: str | None
+    conf: FlowConf
+    hops: tuple[Hop, ...]
+    """In dependency order."""
+    warehouse: str
+    routes: dict[str, list[str]] = field(default_factory=dict)
+    """Each destination -> the hops on its path, in order."""
+
+    @property
+    def job_name(self) -> str:
+        return f"{FLOW_JOB_PREFIX}.{self.group}.{self.name}"
+
+    def hop(self, name: str) -> Hop:
+        found = next((h for h in self.hops if h.name == name), None)
+        if found is None:
+            raise ConfigError(
+                f"flow `{self.group}/{self.name}` has no hop `{name}` (hops: {', '.join(h.name for h in self.hops)})",
+                key="flow_hop",
+            )
+        return found
+
+    def job_spec(self, names: list[str] | None = None) -> JobSpec:
+        """The hops ``names`` (all by default) as one job: each hop's DAGs, renamed, run ``after``
+        the DAGs of the hops before it that are among ``names`` (others are done already)."""
+        chosen = [h for h in self.hops if names is None or h.name in names]
+        by_name = {h.name: h for h in chosen}
+        dags: list[AnyDagSpec] = []
+        pools: dict[str, Any] = {}
+        for hop in chosen:
+            renamed = hop.dag_names()
+            upstream = tuple(n for a in hop.after if a in by_name for n in by_name[a].dag_names().values())
+            for dag in hop.spec.dags:
+                after = tuple(renamed[a] for a in dag.after) + upstream
+                dags.append(replace(dag, name=renamed[dag.name], after=after))
+            pools.update(hop.spec.pools)
+        return JobSpec(
+            name=self.job_name,
+            file=self.file,
+            warehouse=self.warehouse,
+            parallelism=self.conf.parallelism,
+            dags=tuple(dags),
+            description=self.conf.description or f"flow {self.group}/{self.name}",
+            pools=pools,
+        )
+
+    def describe(self, mask: Any = None) -> dict[str, Any]:
+        """What ``mode=plan`` prints: each hop's template, executor and final job config."""
+        return {
+            "flowGroup": self.group,
+            "flowName": self.name,
+            "job": self.job_name,
+            "routes": self.routes,
+            "hops": [
+                {
+                    "hop": h.name,
+                    "edge": h.edge,
+                    "from": h.source,
+                    "to": h.destination,
+                    "template": h.template,
+                    "template_file": h.template_file,
+                    "executor": h.executor,
+                    "master": h.master,
+                    "after": list(h.after),
+                    "dags": list(h.dag_names().values()),
+                    "job": h.job,
+                }
+                for h in self.hops
+            ],
+        }
+
+
+class FlowCompiler:
+    def __init__(
+        self,
+        topology: Topology,
+        catalog: Catalog,
+        *,
+        warehouse: str,
+        prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.catalog = catalog
+        self.warehouse = warehouse
+        self.prepare = prepare or (lambda job: job)
+        """Applied to each filled template before it is compiled: the CLI fills in named
+        connections and decrypts secrets there, as it does for a job file."""
+
+    def compile(
+        self, raw: Mapping[str, Any], *, group: str, name: str, file: str | None, groups: tuple[str, ...] = ()
+    ) -> FlowPlan:
+        """``raw`` (the ``flow`` node, from ``jobs/flows/<group>/<name>``) -> its plan. ``groups``:
+        the principal's groups, for the packs' ``group:<name>`` principals."""
+        flow = validate(FlowConf, dict(raw), key="flow", file=file)
+        for key, given, expected in (("flowGroup", flow.flow_group, group), ("flowName", flow.flow_name, name)):
+            if given is not None and given != expected:
+                raise ConfigError(
+                    f"`{given}` differs from the file's place (`{expected}`, from jobs/flows/<flowGroup>/<flowName>)",
+                    key=f"flow.{key}",
+                    file=file,
+                )
+        ctx = _Flow(flow, group, name, file, groups)
+        routes: dict[str, list[str]] = {}
+        if flow.source is None:
+            hops = self._listed(ctx)
+        else:
+            hops, routes = self._routed(ctx)
+        return FlowPlan(group, name, file, flow, tuple(hops), self.warehouse, routes)
+
+    # -- a flow that lists its templates --------------------------------------------------------
+
+    def _listed(self, ctx: _Flow) -> list[Hop]:
+        flow = ctx.flow
+        if not flow.template_uris:
+            raise ConfigError(
+                "a flow names a `source` and `destinations` (routed over the topology) or lists `templateUris`",
+                key="flow.source",
+                file=ctx.file,
+            )
+        if flow.destinations:
+            raise ConfigError("`destinations` need a `source`", key="flow.source", file=ctx.file)
+        executor = flow.executor or LOCAL
+        if executor not in self.topology.executors:
+            known = ", ".join(sorted(self.topology.executors))
+            raise ConfigError(f"unknown executor `{executor}` (known: {known})", key="flow.executor", file=ctx.file)
+        hops: list[Hop] = []
+        taken: set[str] = set()
+        for i, uri in enumerate(flow.template_uris):
+            template = self.catalog.get(uri, key=f"flow.templateUris[{i}]", file=ctx.file)
+            hop_name = _unique(uri.rsplit("/", 1)[-1], taken)
+            after = (hops[-1].name,) if hops else ()
+            hops.append(self._hop(ctx, hop_name, template, f"flow.templateUris[{i}]", executor, after))
+        return hops
+
+    # -- a flow routed over the graph -----------------------------------------------------------
+
+    def _routed(self, ctx: _Flow) -> tuple[list[Hop], dict[str, list[str]]]:
+        flow, file = ctx.flow, ctx.file
+        assert flow.source is not None
+        if flow.executor is not None:
+            raise ConfigError("a routed flow runs each hop on its edge's executor", key="flow.executor", file=file)
+        if not flow.destinations:
+            raise ConfigError("missing required key (the data nodes to move to)", key="flow.destinations", file=file)
+        nodes = self.topology.nodes
+        for key, node in (
+            ("flow.source", flow.source),
+            *((f"flow.destinations[{i}]", d) for i, d in enumerate(flow.destinations)),
+        ):
+            if node not in nodes:
+                raise ConfigError(_unknown_node(node, nodes), key=key, file=file)
+        for i, dest in enumerate(flow.destinations):
+            if dest == flow.source:
+                raise ConfigError("a destination is the source itself", key=f"flow.destinations[{i}]", file=file)
+            if dest in flow.destinations[:i]:
+                raise ConfigError(f"`{dest}` is listed twice", key=f"flow.destinations[{i}]", file=file)
+        best = self._cheapest(flow)
+        edges: list[str] = []  # every edge on some path, in the order the paths take them
+        routes: dict[str, list[str]] = {}
+        for i, dest in enumerate(flow.destinations):
+            if dest not in best:
+                raise ConfigError(self._unreachable(flow, dest, best), key=f"flow.destinations[{i}]", file=file)
+            path = best[dest][2]
+            routes[dest] = list(path)
+            edges += [e for e in path if e not in edges]
+        hops: list[Hop] = []
+        of_edge: dict[str, list[str]] = {}  # edge -> its hops
+        taken: set[str] = set()
+        for edge_name in sorted(edges, key=lambda e: (len(best[self.topology.edges[e].to][2]), e)):
+            edge = self.topology.edges[edge_name]
+            before = best[edge.from_][2]
+            after = (of_edge[before[-1]][-1],) if before else ()
+            for j, uri in enumerate(edge.templates):
+                template = self.catalog.get(
+                    uri, key=f"edges.{edge_name}.templates[{j}]", file=self.topology.file_of(f"edges.{edge_name}")
+                )
+                hop_name = _unique(
+                    edge_name if len(edge.templates) == 1 else f"{edge_name}.{uri.rsplit('/', 1)[-1]}", taken
+                )
+                hop = self._hop(
+                    ctx,
+                    hop_name,
+                    template,
+                    f"edges.{edge_name}.templates[{j}]",
+                    edge.executors[0],
+                    after,
+                    edge_name,
+                    edge,
+                )
+                hops.append(hop)
+                of_edge.setdefault(edge_name, []).append(hop.name)
+                after = (hop.name,)
+        return hops, {d: [h for e in path for h in of_edge[e]] for d, path in routes.items()}
+
+    def _usable(self, flow: FlowConf, edge: EdgeConf) -> bool:
+        return not flow.template_uris or all(t in flow.template_uris for t in edge.templates)
+
+    def _cheapest(self, flow: FlowConf) -> dict[str, tuple[float, int, tuple[str, ...]]]:
+        """Every node the source reaches -> (cost, hops, edge names) of its cheapest path."""
+        assert flow.source is not None
+        best: dict[str, tuple[float, int, tuple[str, ...]]] = {}
+        queue: list[tuple[float, int, tuple[str, ...], str]] = [(0.0, 0, (), flow.source)]
+        while queue:
+            cost, count, path, node = heapq.heappop(queue)
+            if node in best:
+                continue
+            best[node] = (cost, count, path)
+            for name, edge in self.topology.outgoing(node):
+                if edge.to not in best and self._usable(flow, edge):
+                    heapq.heappush(queue, (cost + edge.cost, count + 1, (*path, name), edge.to))
+        return best
+
+    def _unreachable(self, flow: FlowConf, dest: str, best: dict[str, Any]) -> str:
+        reached = sorted(best)
+        into = sorted((n, e) for n, e in self.topology.edges.items() if e.to == dest)
+        parts = [
+            f"destination `{dest}` cannot be reached from `{flow.source}`: the graph reaches {', '.join(reached)}",
+        ]
+        if into:
+            unusable = [n for n, e in into if e.from_ in best and not self._usable(flow, e)]
+            if unusable:
+                parts.append(f"the edges {', '.join(unusable)} lead there but use templates not in `templateUris`")
+            others = [f"{n} (from {e.from_})" for n, e in into if e.from_ not in best]
+            if others:
+                parts.append(f"edges into `{dest}` start where the source does not reach: {', '.join(others)}")
+        else:
+            parts.append(f"no edge leads into `{dest}`")
+        parts.append(f"an edge from one of {', '.join(reached)} to `{dest}` is needed")
+        return "; ".join(parts)
+
+    # -- one hop --------------------------------------------------------------------------------
+
+    def _hop(
+        self,
+        ctx: _Flow,
+        name: str,
+        template: Template,
+        key: str,
+        executor: str,
+        after: tuple[str, ...],
+        edge_name: str | None = None,
+        edge: EdgeConf | None = None,
+    ) -> Hop:
+        pack = template.pack
+        if not pack.allows(ctx.flow.owner, ctx.groups):
+            raise ConfigError(
+                f"template `{template.uri}`: {pack.refusal(ctx.flow.owner)}", key="flow.owner", file=ctx.file
+            )
+        params = self._params(ctx, name, template, edge)
+        for required in template.parameters.required:
+            if _lookup(params, required) is None:
+                what = template.parameters.description.get(required)
+                raise ConfigError(
+                    f"hop `{name}`: template `{template.uri}` needs parameter `{required}`"
+                    + (f" ({what})" if what else "")
+                    + "; give it in the flow's `properties` (or the edge's, or the nodes')",
+                    key=f"flow.properties.{required}",
+                    file=ctx.file,
+                )
+        job = template.fill(params)
+        spec = self._compile(ctx, name, template, self.prepare(job))
+        runner = self.topology.executors[executor]
+        return Hop(
+            name=name,
+            template=template.uri,
+            template_file=str(template.file),
+            executor=executor,
+            master=runner.master,
+            submit=tuple(runner.submit),
+            overrides=tuple(runner.overrides),
+            after=after,
+            params=params,
+            job=job,
+            spec=spec,
+            edge=edge_name,
+            source=edge.from_ if edge else None,
+            destination=edge.to if edge else None,
+        )
+
+    def _params(self, ctx: _Flow, hop: str, template: Template, edge: EdgeConf | None) -> dict[str, Any]:
+        layers: list[Mapping[str, Any]] = [template.parameters.defaults]
+        if edge is not None:
+            for role, node_name in (("source", edge.from_), ("destination", edge.to)):
+                node = self.topology.nodes[node_name]
+                layers.append({role: {"name": node_name, "kind": node.kind, **node.properties}})
+            layers.append(edge.properties)
+        layers.append(ctx.flow.properties)
+        builtins: dict[str, Any] = {
+            "flow": {"group": ctx.group, "name": ctx.name, "owner": ctx.flow.owner},
+            "hop": hop,
+            "warehouse": self.warehouse,
+        }
+        if ctx.flow.datasets:
+            builtins["datasets"] = list(ctx.flow.datasets)
+        layers.append(builtins)
+        merged: dict[str, Any] = {}
+        for layer in layers:
+            merged = _merge(merged, _nested(layer))
+        return merged
+
+    def _compile(self, ctx: _Flow, hop: str, template: Template, job: dict[str, Any]) -> JobSpec:
+        job_name = f"{FLOW_JOB_PREFIX}.{ctx.group}.{ctx.name}.{hop}"
+        try:
+            spec = compile_job(job, name=job_name, file=ctx.file, warehouse=self.warehouse)
+        except ConfigError as exc:
+            key = f"hops.{hop}.{exc.key}" if exc.key else f"hops.{hop}"
+            raise ConfigError(
+                f"hop `{hop}` (template `{template.uri}`, {template.file}): {exc.message}", key=key, file=ctx.file
+            ) from None
+        if spec.discover is not None:
+            raise ConfigError(
+                f"hop `{hop}` (template `{template.uri}`): a flow's hop cannot discover its datasets when it runs "
+                "(`fan_out.discover`) yet; list them in the flow's `datasets`",
+                key=f"hops.{hop}.fan_out.discover",
+                file=ctx.file,
+            )
+        if spec.limits != LimitsConf():
+            raise ConfigError(
+                f"hop `{hop}` (template `{template.uri}`): job-level `limits` apply to a whole flow's job; set "
+                "them on the template's sources",
+                key=f"hops.{hop}.limits",
+                file=ctx.file,
+            )
+        return spec
+
+
+@dataclass(frozen=True)
+class _Flow:
+    flow: FlowConf
+    group: str
+    name: str
+    file: str | None
+    groups: tuple[str, ...]
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    out, n = name, 2
+    while out in taken:
+        out, n = f"{name}-{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def _unknown_node(node: str, nodes: Mapping[str, Any]) -> str:
+    return f"unknown data node `{node}` (known: {', '.join(sorted(nodes)) or 'none'})"
+
+
+def _nested(layer: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"source.path": x}`` -> ``{"source": {"path": x}}`` (a flow's properties may use dotted
+    keys, as Gobblin's do)."""
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        parts = str(key).split(".")
+        at = out
+        for part in parts[:-1]:
+            inner = at.get(part)
+            if not isinstance(inner, dict):
+                inner = at[part] = {}
+            at = inner
+        value = _nested(value) if isinstance(value, Mapping) else value
+        last = parts[-1]
+        at[last] = _merge(at[last], value) if isinstance(at.get(last), dict) and isinstance(value, dict) else value
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, Mapping) else v
+    return out
+
+
+def _lookup(params: Mapping[str, Any], dotted: str) -> Any:
+    at: Any = params
+    for part in dotted.split("."):
+        if not isinstance(at, Mapping) or part not in at:
+            return None
+        at = at[part]
+    return at

@@ -1,0 +1,94 @@
+"""The flow graph: data nodes, flow edges and executors, read from a directory of config files and
+checked whole (a dangling node, an unknown template or executor is a config error with its key)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config.templates import fill_template
+from engine.errors import ConfigError
+from engine.flow.model import NAME, EdgeConf, ExecutorConf, NodeConf, TopologyConf
+from engine.spec.validation import validate
+
+SUFFIXES = (".conf", ".yaml", ".yml")
+SECTIONS = ("nodes", "edges", "executors")
+LOCAL = "local"
+"""The executor a flow without ``source`` runs on unless it names one; every topology has it
+(``local[*]``) unless it defines its own."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    nodes: dict[str, NodeConf]
+    edges: dict[str, EdgeConf]
+    executors: dict[str, ExecutorConf]
+    files: dict[str, str]
+    """``nodes.lake`` -> the file that defines it, for error messages."""
+
+    def file_of(self, key: str) -> str | None:
+        return self.files.get(".".join(key.split(".")[:2]))
+
+    def outgoing(self, node: str) -> list[tuple[str, EdgeConf]]:
+        """The edges leaving ``node``, by name."""
+        return [(n, e) for n, e in sorted(self.edges.items()) if e.from_ == node]
+
+
+def load_topology(folder: Path, *, templates: set[str] | None = None, params: dict[str, Any] | None = None) -> Topology:
+    """Every config file directly in ``folder``, merged (a name defined twice is an error), then
+    checked: edges join known nodes, name known executors and, when ``templates`` is given, known
+    templates. The files may read ``params`` (``${params.warehouse}``, ``${params.jobs}``)."""
+    merged: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    files: dict[str, str] = {}
+    found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file()) if folder.is_dir() else []
+    for path in found:
+        data = fill_template(path, params or {})
+        for section, value in data.items():
+            if section not in SECTIONS:
+                close = difflib.get_close_matches(section, SECTIONS, n=1)
+                hint = f"did you mean `{close[0]}`? " if close else ""
+                raise ConfigError(f"unknown key ({hint}known: {', '.join(SECTIONS)})", key=section, file=str(path))
+            if not isinstance(value, dict):
+                raise ConfigError("expected a mapping of names", key=section, file=str(path))
+            for name, body in value.items():
+                key = f"{section}.{name}"
+                if key in files:
+                    raise ConfigError(f"`{name}` is defined twice (also in {files[key]})", key=key, file=str(path))
+                if not NAME.fullmatch(str(name)):
+                    raise ConfigError("use letters, digits, `_` and `-` (not first) in names", key=key, file=str(path))
+                conf = validate(TopologyConf, {section: {name: body}}, key="", file=str(path))
+                merged[section][name] = getattr(conf, section)[name]
+                files[key] = str(path)
+    if LOCAL not in merged["executors"]:
+        merged["executors"][LOCAL] = ExecutorConf(master="local[*]", description="this machine")
+    topology = Topology(files=files, **merged)
+    _check(topology, templates)
+    return topology
+
+
+def _check(topology: Topology, templates: set[str] | None) -> None:
+    for name, edge in sorted(topology.edges.items()):
+        key = f"edges.{name}"
+        file = topology.file_of(key)
+        for end, node in (("from", edge.from_), ("to", edge.to)):
+            if node not in topology.nodes:
+                raise ConfigError(_unknown("data node", node, topology.nodes), key=f"{key}.{end}", file=file)
+        if edge.from_ == edge.to:
+            raise ConfigError(f"the edge leads from `{edge.to}` to itself", key=f"{key}.to", file=file)
+        for i, executor in enumerate(edge.executors):
+            if executor not in topology.executors:
+                raise ConfigError(
+                    _unknown("executor", executor, topology.executors), key=f"{key}.executors[{i}]", file=file
+                )
+        for i, template in enumerate(edge.templates):
+            if templates is not None and template not in templates:
+                raise ConfigError(_unknown("template", template, templates), key=f"{key}.templates[{i}]", file=file)
+
+
+def _unknown(what: str, name: str, known: Any) -> str:
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean `{close[0]}`? " if close else ""
+    return f"unknown {what} `{name}` ({hint}known: {', '.join(names) or 'none'})"
