@@ -141,6 +141,7 @@ class FlowExecution:
             return self._execute(metadata)
 
     def _execute(self, metadata: DeltaMetadataStore) -> dict[str, Any]:
+        self._close_dead(metadata)
         self._record(metadata, Status.RUNNING, "")
         batch = 0
         try:
@@ -304,6 +305,22 @@ class FlowExecution:
         ]
 
     # -- the FlowStatus -------------------------------------------------------------------------
+
+    def _close_dead(self, metadata: DeltaMetadataStore) -> None:
+        """End the rows of earlier executions that never ended (killed): this one holds the flow's
+        lease, so none of them still runs. Their hops' batches are recovered by this execution."""
+        try:
+            found = metadata.flow_executions(self.plan.group, self.plan.name, limit=20)
+        except Exception as exc:
+            log.warning("flow %s: cannot read its executions: %s", self.plan.job_name, exc)
+            return
+        for row in found:
+            if row["end_time"] is None:
+                message = f"ended without a status (the process died); execution {self.run.run_id} took over"
+                log.warning("flow %s: execution %s %s", self.plan.job_name, row["execution_id"], message)
+                metadata.add_flow_execution(
+                    {**row, "status": Status.FAILED.value, "message": message, "end_time": utcnow()}
+                )
 
     def _outcome(self) -> tuple[Status, str]:
         statuses = [o.status for o in self.outcomes.values()]

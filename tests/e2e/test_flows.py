@@ -163,6 +163,12 @@ def test_a_kill_during_the_second_hop_then_a_rerun_finishes_it_and_reads_nothing
     assert _ids_in_replica(wh / "replica_a" / "orders") == lake  # each row once: recovery, not a second copy
     assert _ids_in_lake(wh / "lake" / "orders") == lake
 
+    code, status = run_here(jobs, wh, f"topology_dir={topology}", "mode=status", job="flow=t/orders")
+    assert code == 0, status
+    latest, killed_one = status["executions"]
+    assert latest["flowExecutionId"] == rerun["run_id"] and latest["executionStatus"] == "SUCCEEDED"
+    assert killed_one["executionStatus"] == "FAILED" and "the process died" in killed_one["message"]
+
 
 # -- config errors ------------------------------------------------------------------------------
 
