@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, NoReturn
 
 from engine import hooks
-from engine.cli.progress import table
+from engine.cli.progress import hop_table, table
 from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
 from engine.config.connections import with_connections
@@ -90,8 +90,11 @@ def run_task(
             summary, code = _failure(exc, app, run_id, job, debug, secrets)
     summary = secrets.mask(summary)
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
-    if summary.get("dags") and isinstance(summary["dags"][0], dict) and app.data.get("progress") != "off":
-        print(table(summary), flush=True)
+    if app.data.get("progress") != "off":
+        if summary.get("dags") and isinstance(summary["dags"][0], dict):
+            print(table(summary), flush=True)
+        elif summary.get("hops") and isinstance(summary["hops"][0], dict) and "jobName" in summary["hops"][0]:
+            print(hop_table(summary), flush=True)
     print(json.dumps(summary, default=str), flush=True)
     if on_summary is not None:
         on_summary(code, summary)

@@ -82,7 +82,24 @@ def execute_flow(
         return flow_status(run.metadata, plan, runs=conf.status.runs, run_id=run_id)
     if conf.mode != "run":  # checkpoint, commit: every hop's DAGs, as one job's
         return HANDLERS[conf.mode](replace(run, spec=whole))
+    _check_submittable(plan, here, warehouse)
     return FlowExecution(plan, run, app, here).execute()
+
+
+def _check_submittable(plan: FlowPlan, here: list[str], warehouse: str) -> None:
+    """Refuse what would leave a submitted hop waiting on its own flow: on S3, the warehouse's
+    writer lease (held by the flow for its ``_engine/`` tables) admits one driver."""
+    from engine.commit.lease import single_writer
+
+    elsewhere = [h for h in plan.hops if h.name not in here]
+    if elsewhere and single_writer(warehouse):
+        raise ConfigError(
+            f"hop `{elsewhere[0].name}` runs on executor `{elsewhere[0].executor}` ({elsewhere[0].master}), "
+            f"another driver, but the warehouse {warehouse} is on an object store, where one driver at a time "
+            "writes its `_engine/` tables; run those hops here (an executor with this application's master) "
+            "or use a warehouse on a shared file system",
+            key="warehouse",
+        )
 
 
 def same_executor(hop_master: str, master: str) -> bool:

@@ -179,3 +179,24 @@ def table(summary: dict[str, Any]) -> str:
     fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = [fmt.format(*head), "  ".join("-" * w for w in widths), *(fmt.format(*r).rstrip() for r in rows)]
     return "\n".join(lines)
+
+
+def hop_table(summary: dict[str, Any]) -> str:
+    """The end-of-flow table: one row per hop (its JobStatus)."""
+    head = ("hop", "status", "executor", "template", "read", "rejected", "seconds")
+    rows = [
+        (
+            str(h["jobName"]),
+            str(h["executionStatus"]),
+            str(h.get("executor") or ""),
+            str(h.get("template") or ""),
+            f"{h.get('processedCount') or 0:,}",
+            f"{h.get('errorCount') or 0:,}",
+            f"{((h.get('executionEndTime') or 0) - (h.get('executionStartTime') or 0)) / 1000:.1f}",
+        )
+        for h in summary.get("hops", [])
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" if i < 4 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    lines = [fmt.format(*head), "  ".join("-" * w for w in widths), *(fmt.format(*r).rstrip() for r in rows)]
+    return "\n".join(lines)
