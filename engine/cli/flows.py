@@ -290,12 +290,15 @@ class FlowExecution:
         except OSError as exc:
             self.outcomes[hop.name] = HopOutcome(hop, Status.FAILED, f"cannot submit: {exc}", started, utcnow())
             return
-        out = _wait(proc, self.run.stop)
-        lines = [line for line in out.splitlines() if line.strip()]
+        last = _wait(proc, self.run.stop, hop.name)
         try:
-            summary = json.loads(lines[-1]) if lines else {}
+            summary = json.loads(last) if last else {}
         except json.JSONDecodeError:
             summary = {}
+        if not isinstance(summary, dict):
+            summary = {}
+        if not summary and last:
+            sys.stderr.write(f"[{hop.name}] {last}")
         status = Status.of(summary.get("status")) if summary else Status.FAILED
         message = summary.get("message") or ("" if proc.returncode == 0 else f"spark-submit exited {proc.returncode}")
         dags = [d for d in summary.get("dags", []) if isinstance(d, dict)]
@@ -399,10 +402,22 @@ def flow_status(metadata: DeltaMetadataStore, plan: FlowPlan, *, runs: int, run_
     }
 
 
-def _wait(proc: subprocess.Popen[str], stop: Stop) -> str:
-    """``proc``'s stdout once it ends; a stop of the flow is passed on as SIGTERM (graceful)."""
-    chunks: list[str] = []
-    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+def _wait(proc: subprocess.Popen[str], stop: Stop, hop: str) -> str:
+    """``proc``'s last line on stdout once it ends (its summary); every other line (spark-submit
+    merges a Python driver's log into its stdout) goes to stderr as ``[<hop>] <line>``. A stop of
+    the flow is passed on as SIGTERM (graceful)."""
+    last: list[str] = []
+
+    def relay() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip():
+                if last:
+                    sys.stderr.write(f"[{hop}] {last[-1]}")
+                last[:] = [line]
+        sys.stderr.flush()
+
+    reader = threading.Thread(target=relay, name=f"relay-{hop}", daemon=True)
     reader.start()
     while proc.poll() is None:
         if stop.is_set():
@@ -414,9 +429,7 @@ def _wait(proc: subprocess.Popen[str], stop: Stop) -> str:
         except subprocess.TimeoutExpired:
             continue
     reader.join()
-    out = "".join(chunks)
-    sys.stderr.flush()
-    return out
+    return last[0] if last else ""
 
 
 def _watermarks(

@@ -8,14 +8,14 @@ the library that reads the file, so a template is written in the file's own synt
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from pyhocon import ConfigFactory
+from pyhocon import ConfigFactory, ConfigTree
+from pyhocon.config_parser import ConfigParser
 from pyhocon.exceptions import ConfigException
 from pyparsing import ParseBaseException
 
@@ -45,9 +45,11 @@ def fill_template(path: Path, params: Mapping[str, Any] | None) -> dict[str, Any
 
 
 def _hocon(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:
-    head = f"{PARAMS} = {json.dumps(params, default=str)}\n" if params is not None else ""
     try:
-        tree = ConfigFactory.parse_string(head + text, resolve=True, basedir=str(path.parent))
+        tree = ConfigFactory.parse_string(text, resolve=params is None, basedir=str(path.parent))
+        if params is not None:  # parsed apart, then merged: a root object in braces stays valid
+            tree = ConfigTree.merge_configs(ConfigFactory.from_dict({PARAMS: dict(params)}), tree)
+            ConfigParser.resolve_substitutions(tree)
     except ConfigException as exc:
         raise ConfigError(_unresolved(str(exc), params), file=str(path)) from exc
     except ParseBaseException as exc:

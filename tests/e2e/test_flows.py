@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable
 
 from tests.commit.harness import driver, run_here
@@ -218,3 +219,26 @@ def test_neither_job_nor_flow_is_a_usage_error(tmp_path: Path) -> None:
     printed = out.getvalue().strip().splitlines()
     assert code == 2
     assert "give one of `job=<path under jobs/>` and `flow=<group>/<name>`" in json.loads(printed[-1])["message"]
+
+
+def test_a_topology_file_may_be_one_object_in_braces(tmp_path: Path) -> None:
+    """JSON is HOCON: a root object in braces reads like keys at the top, ``${params...}`` too."""
+    from engine.flow.topology import load_topology
+
+    (tmp_path / "g.conf").write_text('{"nodes": {"a": {"properties": {"path": ${params.warehouse}"/a"}}, "b": {}}}\n')
+    graph = load_topology(tmp_path, params={"warehouse": "/wh"})
+    assert graph.nodes["a"].properties == {"path": "/wh/a"} and set(graph.nodes) == {"a", "b"}
+
+
+def test_submitted_hops_are_refused_with_a_warehouse_on_an_object_store(tmp_path: Path) -> None:
+    from engine.cli.flows import _check_submittable
+    from engine.config.templates import read_config
+    from engine.errors import ConfigError
+    from engine.flow import compile_flow
+
+    file = REPO / "jobs" / "flows" / "demo" / "orders_to_replica.conf"
+    plan = compile_flow(read_config(file), choice="demo/orders_to_replica", file=str(file), warehouse=str(tmp_path))
+    _check_submittable(plan, [h.name for h in plan.hops], "s3a://bucket/wh")  # every hop here: fine
+    with pytest.raises(ConfigError, match="one driver at a time") as caught:
+        _check_submittable(plan, [plan.hops[0].name], "s3a://bucket/wh")
+    assert caught.value.key == "warehouse" and "demo_lake_to_replica" in str(caught.value)
