@@ -8,7 +8,8 @@ the library that reads the file, so a template is written in the file's own synt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pyhocon import ConfigFactory, ConfigTree
 from pyhocon.config_parser import ConfigParser
+from pyhocon.config_tree import ConfigQuotedString, ConfigSubstitution, ConfigValues
 from pyhocon.exceptions import ConfigException
 from pyparsing import ParseBaseException
 
@@ -23,6 +25,147 @@ from engine.errors import ConfigError
 
 PARAMS = "params"
 """The root key a template reads its parameters under: ``${params.table}``."""
+
+
+class ParsedTemplate:
+    """A template file parsed once and filled many times (a flow service compiles thousands of
+    hops from a few templates; pyhocon takes tens of milliseconds per parse).
+
+    A HOCON template whose substitutions all read ``params`` is filled by :func:`_fill`, which
+    applies pyhocon's own rules (a value alone keeps its type, values with other tokens join as
+    text with the whitespace written after them, ``${?x}`` missing drops the key); anything else
+    (``${?ENV}``, self-references, objects or lists joined with other tokens) is filled by
+    pyhocon itself, as :func:`fill_template` does."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._tree: Any = None
+        self._fast: Callable[[Mapping[str, Any]], Any] | None = None
+        if path.suffix == ".conf":
+            try:
+                self._tree = ConfigFactory.parse_string(path.read_text(), resolve=False, basedir=str(path.parent))
+            except OSError as exc:
+                raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
+            except (ConfigException, ParseBaseException) as exc:
+                raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
+            try:
+                self._fast = _compiled(self._tree)
+            except _Slow:
+                self._fast = None
+
+    def fill(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        if self._fast is not None:
+            try:
+                data = self._fast({PARAMS: params})
+            except _Slow:
+                pass
+            else:
+                assert isinstance(data, dict)
+                data.pop(PARAMS, None)
+                return data
+        return fill_template(self.path, params)
+
+    def section(self, key: str) -> Any:
+        """``key`` as written, before any parameter is known: a template's ``parameters``."""
+        if self._tree is None:
+            return declared(self.path, key)
+        try:
+            return _compiled(self._tree.get(key, None))({})
+        except _Slow:
+            raise ConfigError(
+                f"`{key}` cannot use substitutions (it is read before they are known)", key=key, file=str(self.path)
+            ) from None
+
+
+class _Slow(Exception):
+    """A construct the compiled template leaves to pyhocon."""
+
+
+_ABSENT = object()
+_Filler = Callable[[Mapping[str, Any]], Any]
+
+
+def _compiled(node: Any) -> _Filler:
+    """``node`` of a parsed HOCON tree as a function of the parameters giving plain values."""
+    if isinstance(node, ConfigTree):
+        items = [(str(k), _compiled(v)) for k, v in node.items()]
+
+        def tree(params: Mapping[str, Any]) -> Any:
+            out = {}
+            for key, fill in items:
+                value = fill(params)
+                if value is not _ABSENT:
+                    out[key] = value
+            return out
+
+        return tree
+    if isinstance(node, list):
+        fills = [_compiled(v) for v in node]
+
+        def listed(params: Mapping[str, Any]) -> Any:
+            values = [fill(params) for fill in fills]
+            if any(v is _ABSENT for v in values):
+                raise _Slow
+            return values
+
+        return listed
+    if isinstance(node, ConfigValues):
+        if getattr(node, "overridden_value", None) is not None:
+            raise _Slow
+        if any(isinstance(t, (ConfigTree, list)) for t in node.tokens):
+            raise _Slow
+        tokens = list(node.tokens)
+        return lambda params: _values(tokens, params)
+    if isinstance(node, ConfigSubstitution):
+        raise _Slow
+    value = _plain(node)
+    return lambda params: value
+
+
+def _values(given: list[Any], params: Mapping[str, Any]) -> Any:
+    """A value written as several tokens, pyhocon's way: one alone keeps its type; with others,
+    each joins as text with the whitespace written after it (not the last's); ``${?x}`` missing
+    is nothing, and a value of nothing at all drops its key."""
+    last = len(given) - 1
+    tokens: list[Any] = []
+    for index, token in enumerate(given):
+        if isinstance(token, ConfigSubstitution):
+            found, value = _lookup(params, token.variable)
+            if not found:
+                if not token.optional:
+                    raise _Slow  # pyhocon says which variable, where
+                value = None
+            if isinstance(value, (Mapping, list)):
+                if last != 0:
+                    raise _Slow
+                return _plain(copy.deepcopy(value))
+            if value is not None and index != last:
+                value = f"{value}{token.ws}"
+            tokens.append(value)
+        else:
+            tokens.append(token)
+    tokens = [t for t in tokens if t is not None]
+    if not tokens:
+        return _ABSENT
+    if len(tokens) == 1:
+        only = tokens[0]
+        return _plain(only.value if isinstance(only, ConfigQuotedString) else only)
+    end = len(tokens) - 1
+    return "".join(
+        (t.value + ("" if i == end else t.ws)) if isinstance(t, ConfigQuotedString) else str(t)
+        for i, t in enumerate(tokens)
+    )
+
+
+def _lookup(params: Mapping[str, Any], variable: str) -> tuple[bool, Any]:
+    at: Any = params
+    for part in variable.split("."):
+        if not isinstance(at, Mapping) or part not in at:
+            if variable.split(".")[0] != PARAMS:
+                raise _Slow  # an environment variable or another key of the file
+            return False, None
+        at = at[part]
+    return True, at
 
 
 def read_config(path: Path) -> dict[str, Any]:

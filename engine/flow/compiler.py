@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from engine.errors import ConfigError
@@ -34,6 +35,8 @@ from engine.spec import JobSpec, compile_job
 from engine.spec.model import AnyDagSpec
 from engine.spec.validation import validate
 
+_UNITS = 1_000_000_000
+"""Edge costs are compared in billionths: 0.1 + 0.7 ties with 0.8."""
 FLOW_JOB_PREFIX = "flow"
 """A flow's job name is ``flow.<flowGroup>.<flowName>``: its lease, state and run history."""
 
@@ -116,7 +119,7 @@ class FlowPlan:
             pools=pools,
         )
 
-    def describe(self, mask: Any = None) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         """What ``mode=plan`` prints: each hop's template, executor and final job config."""
         return {
             "flowGroup": self.group,
@@ -154,6 +157,7 @@ class FlowCompiler:
         self.topology = topology
         self.catalog = catalog
         self.warehouse = warehouse
+        self._layers: dict[str, dict[str, Any]] = {}
         self.prepare = prepare or (lambda job: job)
         """Applied to each filled template before it is compiled: the CLI fills in named
         connections and decrypts secrets there, as it does for a job file."""
@@ -225,6 +229,8 @@ class FlowCompiler:
                 raise ConfigError("a destination is the source itself", key=f"flow.destinations[{i}]", file=file)
             if dest in flow.destinations[:i]:
                 raise ConfigError(f"`{dest}` is listed twice", key=f"flow.destinations[{i}]", file=file)
+        for i, uri in enumerate(flow.template_uris):
+            self.catalog.get(uri, key=f"flow.templateUris[{i}]", file=file)
         best = self._cheapest(flow)
         edges: list[str] = []  # every edge on some path, in the order the paths take them
         routes: dict[str, list[str]] = {}
@@ -267,18 +273,21 @@ class FlowCompiler:
         return not flow.template_uris or all(t in flow.template_uris for t in edge.templates)
 
     def _cheapest(self, flow: FlowConf) -> dict[str, tuple[float, int, tuple[str, ...]]]:
-        """Every node the source reaches -> (cost, hops, edge names) of its cheapest path."""
+        """The nodes the source reaches -> (cost, hops, edge names) of their cheapest paths: at
+        least every destination, or every node reached when one is not. Costs are summed in
+        integer nano-units, so that equal sums of decimal costs tie."""
         assert flow.source is not None
         best: dict[str, tuple[float, int, tuple[str, ...]]] = {}
-        queue: list[tuple[float, int, tuple[str, ...], str]] = [(0.0, 0, (), flow.source)]
-        while queue:
+        wanted = set(flow.destinations)
+        queue: list[tuple[int, int, tuple[str, ...], str]] = [(0, 0, (), flow.source)]
+        while queue and not wanted <= best.keys():
             cost, count, path, node = heapq.heappop(queue)
             if node in best:
                 continue
-            best[node] = (cost, count, path)
+            best[node] = (cost / _UNITS, count, path)
             for name, edge in self.topology.outgoing(node):
                 if edge.to not in best and self._usable(flow, edge):
-                    heapq.heappush(queue, (cost + edge.cost, count + 1, (*path, name), edge.to))
+                    heapq.heappush(queue, (cost + round(edge.cost * _UNITS), count + 1, (*path, name), edge.to))
         return best
 
     def _unreachable(self, flow: FlowConf, dest: str, best: dict[str, Any]) -> str:
@@ -328,7 +337,14 @@ class FlowCompiler:
                     key=f"flow.properties.{required}",
                     file=ctx.file,
                 )
-        job = template.fill(params)
+        try:
+            job = template.fill(params)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"hop `{name}`: template `{template.uri}` ({template.file}): {exc.message}",
+                key=f"hops.{name}" + (f".{exc.key}" if exc.key else ""),
+                file=ctx.file,
+            ) from None
         spec = self._compile(ctx, name, template, self.prepare(job))
         runner = self.topology.executors[executor]
         return Hop(
@@ -349,13 +365,14 @@ class FlowCompiler:
         )
 
     def _params(self, ctx: _Flow, hop: str, template: Template, edge: EdgeConf | None) -> dict[str, Any]:
-        layers: list[Mapping[str, Any]] = [template.parameters.defaults]
+        layers: list[Mapping[str, Any]] = [self._layer(f"t:{template.uri}", template.parameters.defaults)]
         if edge is not None:
             for role, node_name in (("source", edge.from_), ("destination", edge.to)):
                 node = self.topology.nodes[node_name]
-                layers.append({role: {"name": node_name, "kind": node.kind, **node.properties}})
-            layers.append(edge.properties)
-        layers.append(ctx.flow.properties)
+                own = self._layer(f"n:{node_name}", node.properties)
+                layers.append({role: {**own, "name": node_name, "kind": node.kind}})
+            layers.append(self._layer(f"e:{id(edge)}", edge.properties))
+        layers.append(ctx.properties)
         builtins: dict[str, Any] = {
             "flow": {"group": ctx.group, "name": ctx.name, "owner": ctx.flow.owner},
             "hop": hop,
@@ -366,8 +383,16 @@ class FlowCompiler:
         layers.append(builtins)
         merged: dict[str, Any] = {}
         for layer in layers:
-            merged = _merge(merged, _nested(layer))
+            merged = _merge(merged, layer)
         return merged
+
+    def _layer(self, key: str, properties: Mapping[str, Any]) -> dict[str, Any]:
+        """``properties`` with dotted keys nested, once per template, node or edge (never changed:
+        merging copies what it changes)."""
+        found = self._layers.get(key)
+        if found is None:
+            found = self._layers[key] = _nested(properties)
+        return found
 
     def _compile(self, ctx: _Flow, hop: str, template: Template, job: dict[str, Any]) -> JobSpec:
         job_name = f"{FLOW_JOB_PREFIX}.{ctx.group}.{ctx.name}.{hop}"
@@ -402,6 +427,10 @@ class _Flow:
     name: str
     file: str | None
     groups: tuple[str, ...]
+
+    @cached_property
+    def properties(self) -> dict[str, Any]:
+        return _nested(self.flow.properties)
 
 
 def _unique(name: str, taken: set[str]) -> str:

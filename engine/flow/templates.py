@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from engine.config.templates import declared, fill_template, read_config
+from engine.config.templates import ParsedTemplate, read_config
 from engine.errors import ConfigError
 from engine.flow.model import NAME, PackConf, ParametersConf
 from engine.spec.validation import validate
@@ -58,13 +58,17 @@ class Template:
     file: Path
 
     @cached_property
+    def parsed(self) -> ParsedTemplate:
+        return ParsedTemplate(self.file)
+
+    @cached_property
     def parameters(self) -> ParametersConf:
-        raw = declared(self.file, "parameters")
+        raw = self.parsed.section("parameters")
         return validate(ParametersConf, raw or {}, key="parameters", file=str(self.file))
 
     def fill(self, params: dict[str, Any]) -> dict[str, Any]:
         """The job config: the template with ``params`` in place, its ``parameters`` dropped."""
-        job = fill_template(self.file, params)
+        job = self.parsed.fill(params)
         job.pop("parameters", None)
         return job
 
@@ -84,6 +88,12 @@ class Catalog:
             pack = self._pack(folder)
             for file in sorted(folder.iterdir()):
                 if file.is_file() and file.suffix in SUFFIXES and file.stem != PACK_FILE:
+                    if not NAME.fullmatch(file.stem):
+                        raise ConfigError(
+                            f"template `{file.stem}`: name templates with letters, digits, `_` and `-` (not first): "
+                            "the name becomes part of hop and DAG names",
+                            file=str(file),
+                        )
                     uri = f"{folder.name}/{file.stem}"
                     if uri in found:
                         raise ConfigError(f"template `{uri}` is defined twice ({found[uri].file})", file=str(file))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from engine.config.templates import fill_template
+from engine.config.templates import ParsedTemplate
 from engine.errors import ConfigError
 from engine.flow.model import NAME, EdgeConf, ExecutorConf, NodeConf, TopologyConf
 from engine.spec.validation import validate
@@ -33,7 +34,14 @@ class Topology:
 
     def outgoing(self, node: str) -> list[tuple[str, EdgeConf]]:
         """The edges leaving ``node``, by name."""
-        return [(n, e) for n, e in sorted(self.edges.items()) if e.from_ == node]
+        return self._adjacency.get(node, [])
+
+    @cached_property
+    def _adjacency(self) -> dict[str, list[tuple[str, EdgeConf]]]:
+        out: dict[str, list[tuple[str, EdgeConf]]] = {}
+        for name, edge in sorted(self.edges.items()):
+            out.setdefault(edge.from_, []).append((name, edge))
+        return out
 
 
 def load_topology(folder: Path, *, templates: set[str] | None = None, params: dict[str, Any] | None = None) -> Topology:
@@ -44,7 +52,7 @@ def load_topology(folder: Path, *, templates: set[str] | None = None, params: di
     files: dict[str, str] = {}
     found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file()) if folder.is_dir() else []
     for path in found:
-        data = fill_template(path, params or {})
+        data = ParsedTemplate(path).fill(params or {})
         for section, value in data.items():
             if section not in SECTIONS:
                 close = difflib.get_close_matches(section, SECTIONS, n=1)

@@ -36,8 +36,8 @@ def _appended(text: str, names: tuple[str, ...]) -> str:
 
 
 def _absolute(path: str, base: str | Path | None, resolve: bool) -> str:
-    if resolve:
-        return str(Path(base or ".", path).resolve())
+    if resolve:  # Path.resolve's rule (symbolic links followed, missing parts kept), without pathlib's cost
+        return os.path.realpath(os.path.join(os.fspath(base) if base else os.getcwd(), path))
     return os.path.abspath(os.path.join(base or "", path))
 
 
