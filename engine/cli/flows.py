@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from engine.cli.modes import HANDLERS, Run, _run, _validate, absolute, session
@@ -37,6 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("engine")
 
 SUBMIT = "spark-submit.sh"
+PARENT = "ENGINE_FLOW_PARENT"
+"""Set for a hop a flow submits (to its job name): the flow holds the flow's lease for it."""
+RESIGNAL_SECONDS = 5.0
+"""A stopped flow signals a submitted hop again this often until it ends (spark-submit.sh passes
+SIGTERM to the Python driver, which exists only once the JVM has started it)."""
 NOT_FORWARDED = ("flow", "hop", "mode", "warehouse", "progress", "topology_dir")
 """Command-line keys a submitted hop gets from the flow rather than from the parent's command."""
 
@@ -62,18 +69,20 @@ def execute_flow(
     log.info("flow %s/%s compiled: %d hop(s)", plan.group, plan.name, len(plan.hops))
     if conf.mode == "plan":
         return {"run_id": run_id, "job": plan.job_name, "status": Status.OK, **plan.describe()}
-    if conf.hop is not None:  # one hop, submitted by its flow on its executor
+    if conf.hop is not None:  # one hop: submitted by its flow on its executor, or run by hand
         hop = plan.hop(conf.hop)
         spec = plan.job_spec([hop.name])
-        run = Run(
-            conf, spec, session(conf, spec), run_id, stop, warehouse, mask, lease_name=f"{plan.job_name}.{hop.name}"
-        )
+        names = [plan.hop_lease(hop.name)]
+        if os.environ.get(PARENT) != plan.job_name:  # by hand: not while the flow runs
+            names.insert(0, plan.job_name)
+        run = Run(conf, spec, session(conf, spec), run_id, stop, warehouse, mask, lease_names=tuple(names))
         return HANDLERS[conf.mode](run)
     whole = plan.job_spec()
     spark = session(conf, whole)
     master = str(spark.sparkContext.master)
     here = [h.name for h in plan.hops if same_executor(h.master, master)]
-    run = Run(conf, plan.job_spec(here), spark, run_id, stop, warehouse, mask)
+    leases = (plan.job_name, *(plan.hop_lease(h) for h in here))  # a hop run by hand waits for these
+    run = Run(conf, plan.job_spec(here), spark, run_id, stop, warehouse, mask, lease_names=leases)
     if conf.mode == "validate":
         summary = _validate(run)
         elsewhere = [h.name for h in plan.hops if h.name not in here]
@@ -170,11 +179,13 @@ class FlowExecution:
                 threads = [threading.Thread(target=self._submit, args=(h,), name=f"hop-{h.name}") for h in remote]
                 for t in threads:
                     t.start()
-                if local:
-                    batch += 1
-                    self._run_here(local, batch)
-                for t in threads:
-                    t.join()
+                try:
+                    if local:
+                        batch += 1
+                        self._run_here(local, batch)
+                finally:  # submitted hops end before the flow does, whatever the local ones did
+                    for t in threads:
+                        t.join()
         finally:
             for hop in self.plan.hops:  # stopped (or a batch raised): what never ran
                 if hop.name not in self.outcomes:
@@ -283,10 +294,18 @@ class FlowExecution:
     def _submit(self, hop: Hop) -> None:
         """``hop`` on its executor: ``spark-submit.sh --master <master> ... hop=<name>``."""
         started = utcnow()
+        try:
+            self._submitted(hop, started)
+        except Exception as exc:  # the hop fails, not the thread
+            log.exception("flow %s: hop %s could not be run", self.plan.job_name, hop.name)
+            self.outcomes[hop.name] = HopOutcome(hop, Status.FAILED, f"{type(exc).__name__}: {exc}", started, utcnow())
+
+    def _submitted(self, hop: Hop, started: datetime) -> None:
         command = self.command(hop)
         log.info("flow %s: hop %s submitted to %s: %s", self.plan.job_name, hop.name, hop.master, " ".join(command))
         try:
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+            env = {**os.environ, PARENT: self.plan.job_name}
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         except OSError as exc:
             self.outcomes[hop.name] = HopOutcome(hop, Status.FAILED, f"cannot submit: {exc}", started, utcnow())
             return
@@ -419,11 +438,11 @@ def _wait(proc: subprocess.Popen[str], stop: Stop, hop: str) -> str:
 
     reader = threading.Thread(target=relay, name=f"relay-{hop}", daemon=True)
     reader.start()
+    told = 0.0
     while proc.poll() is None:
-        if stop.is_set():
-            proc.send_signal(signal.SIGTERM)
-            proc.wait()
-            break
+        if stop.is_set() and time.monotonic() - told > RESIGNAL_SECONDS:
+            proc.send_signal(signal.SIGTERM)  # again until it ends: the driver may not have started yet
+            told = time.monotonic()
         try:
             proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
@@ -453,4 +472,7 @@ def _watermarks(
 
 
 def _millis(at: datetime | None) -> int | None:
-    return None if at is None else int(at.timestamp() * 1000)
+    """Epoch milliseconds; a naive time is UTC (the metadata's)."""
+    if at is None:
+        return None
+    return int((at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp() * 1000)

@@ -47,8 +47,9 @@ class Run:
     """Absolute (a local path resolved against the working directory)."""
     mask: Callable[[str], str] = lambda text: text
     """Hides the secrets the run decrypted in what it stores (:class:`engine.config.secrets.Secrets`)."""
-    lease_name: str | None = None
-    """The run lease's name when not the job's (one hop of a flow, submitted on its own)."""
+    lease_names: tuple[str, ...] = ()
+    """The run leases' names when not the job's: a flow's and its hops' (one hop of a flow run on
+    its own takes its hop's, and its flow's unless the flow submitted it)."""
     held: Leases | None = None
     """The run lease, already held by the caller (a flow holds its own while its hops run)."""
 
@@ -71,9 +72,16 @@ class Run:
         from engine.commit.lease import Lease, Leases, single_writer
 
         root = f"{self.warehouse}/_engine"
-        name = self.lease_name or self.spec.name
-        files = self.conf.storage.blobs(f"{root}/leases/{name}")
-        leases = [Lease(root, name, run_id=self.run_id, ttl_seconds=self.ttl, files=files)]
+        leases = [
+            Lease(
+                root,
+                name,
+                run_id=self.run_id,
+                ttl_seconds=self.ttl,
+                files=self.conf.storage.blobs(f"{root}/leases/{name}"),
+            )
+            for name in self.lease_names or (self.spec.name,)
+        ]
         if single_writer(self.warehouse):
             what = f"the warehouse {self.warehouse} (its `_engine/` tables, which every job writes)"
             leases.append(self._writer(self.warehouse, what, where=f"{root}/writer"))

@@ -48,6 +48,8 @@ class ParsedTemplate:
                 raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
             except (ConfigException, ParseBaseException) as exc:
                 raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
+            if not isinstance(self._tree, ConfigTree):
+                raise ConfigError(f"expected a mapping at the top, got {type(self._tree).__name__}", file=str(path))
             try:
                 self._fast = _compiled(self._tree)
             except _Slow:
@@ -60,7 +62,8 @@ class ParsedTemplate:
             except _Slow:
                 pass
             else:
-                assert isinstance(data, dict)
+                if not isinstance(data, dict):
+                    raise ConfigError(f"expected a mapping at the top, got {type(data).__name__}", file=str(self.path))
                 data.pop(PARAMS, None)
                 return data
         return fill_template(self.path, params)
@@ -88,7 +91,7 @@ _Filler = Callable[[Mapping[str, Any]], Any]
 def _compiled(node: Any) -> _Filler:
     """``node`` of a parsed HOCON tree as a function of the parameters giving plain values."""
     if isinstance(node, ConfigTree):
-        items = [(str(k), _compiled(v)) for k, v in node.items()]
+        items = [(str(k).strip('"'), _compiled(v)) for k, v in node.items()]  # as as_plain_ordered_dict
 
         def tree(params: Mapping[str, Any]) -> Any:
             out = {}
@@ -190,6 +193,8 @@ def fill_template(path: Path, params: Mapping[str, Any] | None) -> dict[str, Any
 def _hocon(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:
     try:
         tree = ConfigFactory.parse_string(text, resolve=params is None, basedir=str(path.parent))
+        if not isinstance(tree, ConfigTree):
+            raise ConfigError(f"expected a mapping at the top, got {type(tree).__name__}", file=str(path))
         if params is not None:  # parsed apart, then merged: a root object in braces stays valid
             tree = ConfigTree.merge_configs(ConfigFactory.from_dict({PARAMS: dict(params)}), tree)
             ConfigParser.resolve_substitutions(tree)
@@ -197,19 +202,27 @@ def _hocon(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:
         raise ConfigError(_unresolved(str(exc), params), file=str(path)) from exc
     except ParseBaseException as exc:
         raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
-    return _plain(tree.as_plain_ordered_dict())
+    return _plain(tree.as_plain_ordered_dict() if isinstance(tree, ConfigTree) else tree)
 
 
 def _yaml(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:
     try:
         conf = OmegaConf.create(text)
-        if params is not None:
-            conf = OmegaConf.merge(conf, {PARAMS: dict(params)})
+        if params is not None:  # a parameter's own text is not interpolated again (as in HOCON)
+            conf = OmegaConf.merge(conf, {PARAMS: _escaped(dict(params))})
         return OmegaConf.to_container(conf, resolve=True)
     except OmegaConfBaseException as exc:
         raise ConfigError(_unresolved(str(exc).splitlines()[0], params), file=str(path)) from exc
     except Exception as exc:  # YAML's parser errors
         raise ConfigError(f"cannot parse YAML: {exc}", file=str(path)) from exc
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value.replace("${", "\\${") if isinstance(value, str) else value
 
 
 def _unresolved(message: str, params: Mapping[str, Any] | None) -> str:
@@ -245,11 +258,11 @@ def declared(path: Path, key: str) -> Any:
     try:
         text = path.read_text()
         if path.suffix == ".conf":
-            tree = ConfigFactory.parse_string(text, resolve=False, basedir=str(path.parent))
-            value = tree.get(key, None)
-            return _plain(value.as_plain_ordered_dict()) if hasattr(value, "as_plain_ordered_dict") else _plain(value)
-        conf = OmegaConf.create(text)
-        return OmegaConf.to_container(conf, resolve=False).get(key)  # type: ignore[union-attr]
+            return ParsedTemplate(path).section(key)
+        data = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+        if not isinstance(data, dict):
+            raise ConfigError(f"expected a mapping at the top, got {type(data).__name__}", file=str(path))
+        return data.get(key)
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
     except (ConfigException, ParseBaseException, OmegaConfBaseException) as exc:

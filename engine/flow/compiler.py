@@ -64,10 +64,10 @@ class Hop:
     overrides: tuple[str, ...] = ()
 
     def dag_names(self) -> dict[str, str]:
-        """The hop job's DAG names -> their names in the flow's job: the hop's name for a
-        one-DAG job, ``<hop>.<dag>`` for each of several."""
-        dags = self.spec.dags
-        return {d.name: self.name if len(dags) == 1 else f"{self.name}.{d.name}" for d in dags}
+        """The hop job's DAG names -> their names in the flow's job, which key their state: the
+        hop's name for a job of one DAG at its top, ``<hop>.<dag>`` for a DAG under ``dags`` or
+        of a fan-out (``<hop>.<dataset>``), so adding a dataset renames no DAG."""
+        return {d.name: self.name if d.name == self.spec.name else f"{self.name}.{d.name}" for d in self.spec.dags}
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,16 @@ class FlowPlan:
     def job_name(self) -> str:
         return f"{FLOW_JOB_PREFIX}.{self.group}.{self.name}"
 
+    def hop_lease(self, hop: str) -> str:
+        """The lease of one hop: held by the flow for the hops it runs itself, by a submitted hop."""
+        return f"{self.job_name}.{hop}"
+
     def hop(self, name: str) -> Hop:
         found = next((h for h in self.hops if h.name == name), None)
         if found is None:
             raise ConfigError(
                 f"flow `{self.group}/{self.name}` has no hop `{name}` (hops: {', '.join(h.name for h in self.hops)})",
-                key="flow_hop",
+                key="hop",
             )
         return found
 
@@ -109,6 +113,15 @@ class FlowPlan:
                 after = tuple(renamed[a] for a in dag.after) + upstream
                 dags.append(replace(dag, name=renamed[dag.name], after=after))
             pools.update(hop.spec.pools)
+        seen: set[str] = set()
+        for dag in dags:
+            if dag.name in seen:
+                raise ConfigError(
+                    f"two DAGs of flow `{self.group}/{self.name}` are named `{dag.name}`: rename a template or an edge",
+                    key="flow",
+                    file=self.file,
+                )
+            seen.add(dag.name)
         return JobSpec(
             name=self.job_name,
             file=self.file,
@@ -200,10 +213,10 @@ class FlowCompiler:
             known = ", ".join(sorted(self.topology.executors))
             raise ConfigError(f"unknown executor `{executor}` (known: {known})", key="flow.executor", file=ctx.file)
         hops: list[Hop] = []
-        taken: set[str] = set()
+        names = _hop_names(flow.template_uris, key="flow.templateUris", file=ctx.file)
         for i, uri in enumerate(flow.template_uris):
             template = self.catalog.get(uri, key=f"flow.templateUris[{i}]", file=ctx.file)
-            hop_name = _unique(uri.rsplit("/", 1)[-1], taken)
+            hop_name = names[i]
             after = (hops[-1].name,) if hops else ()
             hops.append(self._hop(ctx, hop_name, template, f"flow.templateUris[{i}]", executor, after))
         return hops
@@ -242,18 +255,15 @@ class FlowCompiler:
             edges += [e for e in path if e not in edges]
         hops: list[Hop] = []
         of_edge: dict[str, list[str]] = {}  # edge -> its hops
-        taken: set[str] = set()
         for edge_name in sorted(edges, key=lambda e: (len(best[self.topology.edges[e].to][2]), e)):
             edge = self.topology.edges[edge_name]
             before = best[edge.from_][2]
             after = (of_edge[before[-1]][-1],) if before else ()
+            edge_file = self.topology.file_of(f"edges.{edge_name}")
+            stems = _hop_names(edge.templates, key=f"edges.{edge_name}.templates", file=edge_file)
             for j, uri in enumerate(edge.templates):
-                template = self.catalog.get(
-                    uri, key=f"edges.{edge_name}.templates[{j}]", file=self.topology.file_of(f"edges.{edge_name}")
-                )
-                hop_name = _unique(
-                    edge_name if len(edge.templates) == 1 else f"{edge_name}.{uri.rsplit('/', 1)[-1]}", taken
-                )
+                template = self.catalog.get(uri, key=f"edges.{edge_name}.templates[{j}]", file=edge_file)
+                hop_name = edge_name if j == 0 else f"{edge_name}-{stems[j]}"  # adding a template renames none
                 hop = self._hop(
                     ctx,
                     hop_name,
@@ -333,8 +343,12 @@ class FlowCompiler:
                 raise ConfigError(
                     f"hop `{name}`: template `{template.uri}` needs parameter `{required}`"
                     + (f" ({what})" if what else "")
-                    + "; give it in the flow's `properties` (or the edge's, or the nodes')",
-                    key=f"flow.properties.{required}",
+                    + (
+                        "; list them in the flow's `datasets`"
+                        if required == "datasets"
+                        else "; give it in the flow's `properties` (or the edge's, or the nodes')"
+                    ),
+                    key="flow.datasets" if required == "datasets" else f"flow.properties.{required}",
                     file=ctx.file,
                 )
         try:
@@ -433,11 +447,15 @@ class _Flow:
         return _nested(self.flow.properties)
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    out, n = name, 2
-    while out in taken:
-        out, n = f"{name}-{n}", n + 1
-    taken.add(out)
+def _hop_names(uris: list[str], *, key: str, file: str | None) -> list[str]:
+    """Each template's hop name part, from its name alone when that is unique among ``uris``, else
+    ``<pack>-<name>``: it depends on no position, so reordering templates moves no state."""
+    stems = [u.rsplit("/", 1)[-1] for u in uris]
+    out = []
+    for i, uri in enumerate(uris):
+        if uri in uris[:i]:
+            raise ConfigError(f"template `{uri}` is listed twice", key=f"{key}[{i}]", file=file)
+        out.append(stems[i] if stems.count(stems[i]) == 1 else uri.replace("/", "-"))
     return out
 
 
@@ -446,8 +464,9 @@ def _unknown_node(node: str, nodes: Mapping[str, Any]) -> str:
 
 
 def _nested(layer: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"source.path": x}`` -> ``{"source": {"path": x}}`` (a flow's properties may use dotted
-    keys, as Gobblin's do)."""
+    """``{"source.path": x}`` -> ``{"source": {"path": x}}``: a parameter may be named with dots
+    (as Gobblin's properties are, and YAML keeps them). Only the parameters' names: a map inside
+    a value (Spark or JDBC options, ``fs.s3a.endpoint``) stays as it is."""
     out: dict[str, Any] = {}
     for key, value in layer.items():
         parts = str(key).split(".")
@@ -457,9 +476,8 @@ def _nested(layer: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(inner, dict):
                 inner = at[part] = {}
             at = inner
-        value = _nested(value) if isinstance(value, Mapping) else value
         last = parts[-1]
-        at[last] = _merge(at[last], value) if isinstance(at.get(last), dict) and isinstance(value, dict) else value
+        at[last] = _merge(at[last], value) if isinstance(at.get(last), dict) and isinstance(value, Mapping) else value
     return out
 
 

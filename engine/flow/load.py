@@ -10,6 +10,7 @@ from engine.config.app import conf_dir
 from engine.config.jobs_source import jobs_root
 from engine.errors import ConfigError
 from engine.flow.compiler import FlowCompiler, FlowPlan
+from engine.flow.model import NAME
 from engine.flow.templates import Catalog
 from engine.flow.topology import load_topology
 
@@ -33,13 +34,17 @@ def compile_flow(
 ) -> FlowPlan:
     """The plan of flow ``choice`` (``<group>/<name>``, its config ``raw`` from ``file``)."""
     group, _, name = choice.rpartition("/")
-    if not group or "/" in group:
+    if not group or "/" in group or not NAME.fullmatch(group) or not NAME.fullmatch(name):
         raise ConfigError(
-            f"`{choice}`: a flow is chosen as `flow=<flowGroup>/<flowName>` (jobs/flows/<flowGroup>/<flowName>.conf)",
+            f"`{choice}`: a flow is chosen as `flow=<flowGroup>/<flowName>` (jobs/flows/<flowGroup>/<flowName>.conf), "
+            "each named with letters, digits, `_` and `-` (not first)",
             key="flow",
         )
+    folder = topology_dir(topology)
+    if not folder.is_dir():
+        raise ConfigError(f"the flow graph's folder {folder} does not exist", key="topology_dir")
     catalog = Catalog(jobs_root() / TEMPLATES_DIR)
     params = {"warehouse": warehouse, "jobs": str(jobs_root())}
-    graph = load_topology(topology_dir(topology), templates=catalog.names(), params=params)
+    graph = load_topology(folder, templates=catalog.names(), params=params)
     compiler = FlowCompiler(graph, catalog, warehouse=warehouse, prepare=prepare)
     return compiler.compile(raw, group=group, name=name, file=file)

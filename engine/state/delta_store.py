@@ -181,7 +181,8 @@ class DeltaMetadataStore(MetadataStore):
     def add_flow_execution(self, row: dict[str, Any]) -> None:
         """Created by a flow's first execution (jobs never pay for it)."""
         self.flow_runs.ensure()
-        self.flow_runs.append([{**row, "message": self.mask(str(row.get("message") or ""))}])
+        masked = {k: self.mask(str(row.get(k) or "")) for k in ("message", "job_statuses")}
+        self.flow_runs.append([{**row, **masked}])
 
     def flow_executions(self, group: str, name: str, *, limit: int = 10) -> list[dict[str, Any]]:
         """The flow's last executions, newest first (a running one has no end time yet)."""

@@ -150,7 +150,7 @@ def test_a_kill_during_the_second_hop_then_a_rerun_finishes_it_and_reads_nothing
     _flow(jobs, "owner = alice\nsource = landing\ndestinations = [replica_a]\ndatasets = [orders]\n")
     wh = tmp_path / "wh"
     killed = driver(
-        jobs, wh, kill_at="after_step:1@lake_to_a", extra=[f"topology_dir={topology}"], job="flow=t/orders"
+        jobs, wh, kill_at="after_step:1@lake_to_a.orders", extra=[f"topology_dir={topology}"], job="flow=t/orders"
     ).communicate_result(300)
     assert killed.returncode == -9, killed.stderr[-3000:]
     lake = _ids_in_lake(wh / "lake" / "orders")
@@ -202,7 +202,7 @@ def test_a_missing_required_parameter_is_named_with_its_key(tmp_path: Path) -> N
     _flow(jobs, "owner = alice\nsource = landing\ndestinations = [replica_a]\n")  # no datasets
     code, summary = run_here(jobs, tmp_path / "wh", f"topology_dir={topology}", job="flow=t/orders")
     assert code == 2, summary
-    assert "needs parameter `datasets`" in summary["message"] and "flow.properties.datasets" in summary["message"]
+    assert "needs parameter `datasets`" in summary["message"] and "key `flow.datasets`" in summary["message"]
 
 
 def test_neither_job_nor_flow_is_a_usage_error(tmp_path: Path) -> None:

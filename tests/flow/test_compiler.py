@@ -265,22 +265,17 @@ def test_an_edge_with_several_templates_runs_them_in_order(world: World) -> None
         },
     )
     plan = world.compile(flow("a", "c", "d"))
-    assert hop_names(plan) == ["a_b.three", "a_b.one", "a_b.two", "b_c", "b_d.one", "b_d.one-2"]
+    # the first template's hop is the edge's name (adding a template renames no hop); the others
+    # add their template's name, with its pack when two packs' templates share it
+    assert hop_names(plan) == ["a_b", "a_b-one", "a_b-two", "b_c", "b_d", "b_d-q-one"]
     assert [h.template for h in plan.hops] == ["p/three", "p/one", "p/two", "p/copy", "p/one", "q/one"]
-    assert [h.after for h in plan.hops] == [
-        (),
-        ("a_b.three",),
-        ("a_b.one",),
-        ("a_b.two",),
-        ("a_b.two",),
-        ("b_d.one",),
-    ]
+    assert [h.after for h in plan.hops] == [(), ("a_b",), ("a_b-one",), ("a_b-two",), ("a_b-two",), ("b_d",)]
     assert {h.edge for h in plan.hops[:3]} == {"a_b"}
     assert plan.routes == {
-        "c": ["a_b.three", "a_b.one", "a_b.two", "b_c"],
-        "d": ["a_b.three", "a_b.one", "a_b.two", "b_d.one", "b_d.one-2"],
+        "c": ["a_b", "a_b-one", "a_b-two", "b_c"],
+        "d": ["a_b", "a_b-one", "a_b-two", "b_d", "b_d-q-one"],
     }
-    assert plan.hop("b_d.one-2").template_file == str(world.templates_dir / "q" / "one.conf")
+    assert plan.hop("b_d-q-one").template_file == str(world.templates_dir / "q" / "one.conf")
 
 
 def test_a_records_hop_then_a_copy_hop(world: World) -> None:
@@ -556,9 +551,11 @@ def listed_flow(world: World, *uris: str, **extra: Any) -> dict[str, Any]:
 
 def test_a_flow_without_source_chains_its_templates_in_order_on_local(world: World) -> None:
     listed_world(world)
-    plan = world.compile(listed_flow(world, "p/three", "p/one", "p/two", "p/one"))
-    assert hop_names(plan) == ["three", "one", "two", "one-2"]
-    assert [h.after for h in plan.hops] == [(), ("three",), ("one",), ("two",)]
+    plan = world.compile(listed_flow(world, "p/three", "p/one", "p/two"))
+    assert hop_names(plan) == ["three", "one", "two"]
+    assert [h.after for h in plan.hops] == [(), ("three",), ("one",)]
+    error = world.error(listed_flow(world, "p/three", "p/one", "p/one"))
+    assert error.key == "flow.templateUris[2]" and "listed twice" in error.message
     assert {(h.executor, h.master, h.edge, h.source, h.destination) for h in plan.hops} == {
         ("local", "local[*]", None, None, None)
     }
@@ -608,7 +605,7 @@ def test_an_edge_is_usable_only_when_all_its_templates_are_listed(world: World) 
     world.template("p/fast", COPY)
     world.template("p/check", COPY)
     world.topology("ab", {"a_b": edge("a", "b", "p/fast", "p/check"), "a_b_slow": edge("a", "b", cost=9)})
-    assert hop_names(world.compile(flow("a", "b"))) == ["a_b.fast", "a_b.check"]
+    assert hop_names(world.compile(flow("a", "b"))) == ["a_b", "a_b-check"]
     assert hop_names(world.compile(flow("a", "b", templateUris=["p/fast", "p/copy"]))) == ["a_b_slow"]
 
 
@@ -658,9 +655,9 @@ def test_compiling_twice_gives_the_same_plan(world: World) -> None:
     assert json.dumps(first, sort_keys=False) == json.dumps(second, sort_keys=False)
     assert world.compile(TIED_FLOW).describe() == first, "a fresh compiler, topology and catalog too"
     assert first["routes"] == {
-        "f": ["a_b", "b_d.copy", "b_d.two", "d_e", "e_f"],
-        "d": ["a_b", "b_d.copy", "b_d.two"],
-        "e": ["a_b", "b_d.copy", "b_d.two", "d_e"],
+        "f": ["a_b", "b_d", "b_d-two", "d_e", "e_f"],
+        "d": ["a_b", "b_d", "b_d-two"],
+        "e": ["a_b", "b_d", "b_d-two", "d_e"],
     }
 
 
@@ -704,27 +701,27 @@ def dag_world(world: World) -> FlowPlan:
 
 def test_the_job_spec_renames_each_hop_dags_and_orders_them_after_the_hops_before(world: World) -> None:
     plan = dag_world(world)
-    assert hop_names(plan) == ["a_b.fan", "a_b.two", "b_c", "b_d"]
+    assert hop_names(plan) == ["a_b", "a_b-two", "b_c", "b_d"]
     spec = plan.job_spec()
     assert (spec.name, spec.parallelism, spec.description) == ("flow.g.f", 3, "moves")
     assert spec.warehouse == str(world.warehouse)
     assert [(d.name, d.after) for d in spec.dags] == [
-        ("a_b.fan.x", ()),
-        ("a_b.fan.y", ()),
-        ("a_b.two", ("a_b.fan.x", "a_b.fan.y")),
-        ("b_c.x", ("a_b.two",)),
-        ("b_c.y", ("a_b.two",)),
-        ("b_d", ("a_b.two",)),
+        ("a_b.x", ()),
+        ("a_b.y", ()),
+        ("a_b-two", ("a_b.x", "a_b.y")),
+        ("b_c.x", ("a_b-two",)),
+        ("b_c.y", ("a_b-two",)),
+        ("b_d", ("a_b-two",)),
     ]
-    assert plan.hop("a_b.fan").dag_names() == {"x": "a_b.fan.x", "y": "a_b.fan.y"}
+    assert plan.hop("a_b").dag_names() == {"x": "a_b.x", "y": "a_b.y"}
 
 
 def test_the_job_spec_of_some_hops_drops_the_dependencies_on_the_others(world: World) -> None:
     plan = dag_world(world)
     spec = plan.job_spec(["b_d", "b_c"])
     assert [(d.name, d.after) for d in spec.dags] == [("b_c.x", ()), ("b_c.y", ()), ("b_d", ())]
-    spec = plan.job_spec(["a_b.two", "b_d"])
-    assert [(d.name, d.after) for d in spec.dags] == [("a_b.two", ()), ("b_d", ("a_b.two",))]
+    spec = plan.job_spec(["a_b-two", "b_d"])
+    assert [(d.name, d.after) for d in spec.dags] == [("a_b-two", ()), ("b_d", ("a_b-two",))]
     assert [d.name for d in plan.job_spec([]).dags] == []
 
 
@@ -732,8 +729,8 @@ def test_an_unknown_hop_is_named_with_the_flow_hops(world: World) -> None:
     plan = dag_world(world)
     with pytest.raises(ConfigError) as info:
         plan.hop("zz")
-    assert info.value.key == "flow_hop"
-    assert "a_b.fan, a_b.two, b_c, b_d" in info.value.message
+    assert info.value.key == "hop"
+    assert "a_b, a_b-two, b_c, b_d" in info.value.message
 
 
 def test_describe_shows_each_hop(world: World) -> None:
@@ -741,7 +738,7 @@ def test_describe_shows_each_hop(world: World) -> None:
     described = plan.describe()
     assert (described["flowGroup"], described["flowName"], described["job"]) == ("g", "f", "flow.g.f")
     assert [h["hop"] for h in described["hops"]] == hop_names(plan)
-    assert described["hops"][0]["dags"] == ["a_b.fan.x", "a_b.fan.y"]
+    assert described["hops"][0]["dags"] == ["a_b.x", "a_b.y"]
     assert described["hops"][2] == {
         "hop": "b_c",
         "edge": "b_c",
@@ -751,7 +748,7 @@ def test_describe_shows_each_hop(world: World) -> None:
         "template_file": str(world.templates_dir / "p" / "fan.conf"),
         "executor": "local",
         "master": "local[*]",
-        "after": ["a_b.two"],
+        "after": ["a_b-two"],
         "dags": ["b_c.x", "b_c.y"],
         "job": plan.hop("b_c").job,
     }
@@ -774,8 +771,8 @@ def test_the_demo_flow_compiles_into_two_hops_in_order(tmp_path: Path, monkeypat
     assert copy["source"] == f"{tmp_path}/lake/{{dataset}}"
     assert copy["target"] == f"{tmp_path}/replica/{{dataset}}"
     assert [(d.name, d.after) for d in plan.job_spec().dags] == [
-        ("demo_landing_to_lake", ()),
-        ("demo_lake_to_replica", ("demo_landing_to_lake",)),
+        ("demo_landing_to_lake.orders", ()),
+        ("demo_lake_to_replica.orders", ("demo_landing_to_lake.orders",)),
     ]
 
 
@@ -861,6 +858,7 @@ def test_an_unknown_template_in_template_uris_of_a_routed_flow_is_named(world: W
         pytest.param("a = ${params.obj} { k = 2 }\n", id="object-merge-left-to-pyhocon"),
         pytest.param("a = ${?HOME}\nb = ${a}\n", id="environment-and-self-reference"),
         pytest.param('{"a": ${params.x}, "b": {"c": ${params.n}}}\n', id="root-braces"),
+        pytest.param('a { "fs.s3a.endpoint" = ${params.x}, b.c = 1 }\n', id="quoted-dotted-keys"),
     ],
 )
 def test_a_template_parsed_once_fills_exactly_as_pyhocon_does(tmp_path: Path, text: str) -> None:
@@ -878,3 +876,28 @@ def test_a_template_parsed_once_fills_exactly_as_pyhocon_does(tmp_path: Path, te
         "nothing": None,
     }
     assert ParsedTemplate(path).fill(params) == fill_template(path, params)
+
+
+def test_adding_a_dataset_renames_no_dag_so_no_state_is_lost(world: World) -> None:
+    """DAGs key their state by name: a fan-out hop's DAGs are ``<hop>.<dataset>`` for one dataset
+    as for several."""
+    world.template("p/fan", FAN)
+    world.topology("ab", {"a_b": edge("a", "b", "p/fan")})
+    one = world.compile(flow("a", "b", datasets=["x"])).job_spec()
+    two = world.compile(flow("a", "b", datasets=["x", "y"])).job_spec()
+    assert [d.name for d in one.dags] == ["a_b.x"] and [d.name for d in two.dags] == ["a_b.x", "a_b.y"]
+
+
+def test_maps_inside_parameter_values_keep_their_dotted_keys(world: World) -> None:
+    nodes = {"a": world.node("a", options={"fs.s3a.endpoint": "http://x"}), "b": world.node("b")}
+    world.topology(nodes, {"a_b": edge("a", "b")})
+    plan = world.compile(flow("a", "b", properties={"destination.path": "/elsewhere", "extra": {"spark.sql.x": 1}}))
+    params = plan.hops[0].params
+    assert params["source"]["options"] == {"fs.s3a.endpoint": "http://x"}
+    assert params["extra"] == {"spark.sql.x": 1} and params["destination"]["path"] == "/elsewhere"
+
+
+def test_a_flow_group_or_name_that_cannot_name_a_job_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="letters, digits") as info:
+        compile_flow({}, choice="a.b/c", file=None, warehouse=str(tmp_path))
+    assert info.value.key == "flow"
