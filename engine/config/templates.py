@@ -8,7 +8,6 @@ the library that reads the file, so a template is written in the file's own synt
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,10 +49,29 @@ class ParsedTemplate:
                 raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
             if not isinstance(self._tree, ConfigTree):
                 raise ConfigError(f"expected a mapping at the top, got {type(self._tree).__name__}", file=str(path))
+            refs: list[_Ref] = []
             try:
-                self._fast = _compiled(self._tree)
+                self._fast = _compiled(self._tree, refs)
             except _Slow:
                 self._fast = None
+            else:
+                if all(r.parts[0] == PARAMS for r in refs):
+                    self._reads = tuple(dict.fromkeys(r.parts[1:] for r in refs))
+
+    _reads: tuple[tuple[str, ...], ...] | None = None
+
+    def inputs(self, params: Mapping[str, Any]) -> str | None:
+        """What of ``params`` filling reads, as text: equal for two ``params`` the template fills
+        alike. None when the template is filled by pyhocon or OmegaConf (no list of reads)."""
+        if self._reads is None:
+            return None
+        values = []
+        for parts in self._reads:
+            at: Any = params
+            for part in parts:
+                at = at.get(part, _MISSING) if isinstance(at, Mapping) else _MISSING
+            values.append(None if at is _MISSING else (at,))
+        return repr(values)  # plain data: equal texts, equal values
 
     def fill(self, params: Mapping[str, Any]) -> dict[str, Any]:
         if self._fast is not None:
@@ -73,7 +91,7 @@ class ParsedTemplate:
         if self._tree is None:
             return declared(self.path, key)
         try:
-            return _compiled(self._tree.get(key, None))({})
+            return _compiled(self._tree.get(key, None), [])({})
         except _Slow:
             raise ConfigError(
                 f"`{key}` cannot use substitutions (it is read before they are known)", key=key, file=str(self.path)
@@ -85,13 +103,15 @@ class _Slow(Exception):
 
 
 _ABSENT = object()
+_MISSING = object()
 _Filler = Callable[[Mapping[str, Any]], Any]
 
 
-def _compiled(node: Any) -> _Filler:
-    """``node`` of a parsed HOCON tree as a function of the parameters giving plain values."""
+def _compiled(node: Any, refs: list[_Ref]) -> _Filler:
+    """``node`` of a parsed HOCON tree as a function of the parameters giving plain values; its
+    substitutions are added to ``refs``."""
     if isinstance(node, ConfigTree):
-        items = [(str(k).strip('"'), _compiled(v)) for k, v in node.items()]  # as as_plain_ordered_dict
+        items = [(str(k).strip('"'), _compiled(v, refs)) for k, v in node.items()]  # as as_plain_ordered_dict
 
         def tree(params: Mapping[str, Any]) -> Any:
             out = {}
@@ -103,7 +123,7 @@ def _compiled(node: Any) -> _Filler:
 
         return tree
     if isinstance(node, list):
-        fills = [_compiled(v) for v in node]
+        fills = [_compiled(v, refs) for v in node]
 
         def listed(params: Mapping[str, Any]) -> Any:
             values = [fill(params) for fill in fills]
@@ -117,12 +137,47 @@ def _compiled(node: Any) -> _Filler:
             raise _Slow
         if any(isinstance(t, (ConfigTree, list)) for t in node.tokens):
             raise _Slow
-        tokens = list(node.tokens)
+        tokens = [_Ref.of(t) if isinstance(t, ConfigSubstitution) else t for t in node.tokens]
+        refs += [t for t in tokens if isinstance(t, _Ref)]
+        if len(tokens) == 1 and isinstance(tokens[0], _Ref):
+            return tokens[0].alone
         return lambda params: _values(tokens, params)
     if isinstance(node, ConfigSubstitution):
         raise _Slow
     value = _plain(node)
     return lambda params: value
+
+
+class _Ref:
+    """A substitution (``${params.x}``, ``${?params.x}``), its path split once."""
+
+    __slots__ = ("optional", "parts", "ws")
+
+    def __init__(self, parts: tuple[str, ...], optional: bool, ws: Any) -> None:
+        self.parts = parts
+        self.optional = optional
+        self.ws = ws
+
+    @classmethod
+    def of(cls, token: ConfigSubstitution) -> _Ref:
+        return cls(tuple(token.variable.split(".")), bool(token.optional), token.ws)
+
+    def find(self, params: Mapping[str, Any]) -> tuple[bool, Any]:
+        at: Any = params
+        for part in self.parts:
+            if not isinstance(at, Mapping) or part not in at:
+                if self.parts[0] != PARAMS:
+                    raise _Slow  # an environment variable or another key of the file
+                return False, None
+            at = at[part]
+        return True, at
+
+    def alone(self, params: Mapping[str, Any]) -> Any:
+        """The value of a key written as this substitution alone: its value as it is."""
+        found, value = self.find(params)
+        if not found and not self.optional:
+            raise _Slow  # pyhocon says which variable, where
+        return _ABSENT if value is None else _plain(value)
 
 
 def _values(given: list[Any], params: Mapping[str, Any]) -> Any:
@@ -132,8 +187,8 @@ def _values(given: list[Any], params: Mapping[str, Any]) -> Any:
     last = len(given) - 1
     tokens: list[Any] = []
     for index, token in enumerate(given):
-        if isinstance(token, ConfigSubstitution):
-            found, value = _lookup(params, token.variable)
+        if isinstance(token, _Ref):
+            found, value = token.find(params)
             if not found:
                 if not token.optional:
                     raise _Slow  # pyhocon says which variable, where
@@ -141,7 +196,7 @@ def _values(given: list[Any], params: Mapping[str, Any]) -> Any:
             if isinstance(value, (Mapping, list)):
                 if last != 0:
                     raise _Slow
-                return _plain(copy.deepcopy(value))
+                return _plain(value)
             if value is not None and index != last:
                 value = f"{value}{token.ws}"
             tokens.append(value)
@@ -158,17 +213,6 @@ def _values(given: list[Any], params: Mapping[str, Any]) -> Any:
         (t.value + ("" if i == end else t.ws)) if isinstance(t, ConfigQuotedString) else str(t)
         for i, t in enumerate(tokens)
     )
-
-
-def _lookup(params: Mapping[str, Any], variable: str) -> tuple[bool, Any]:
-    at: Any = params
-    for part in variable.split("."):
-        if not isinstance(at, Mapping) or part not in at:
-            if variable.split(".")[0] != PARAMS:
-                raise _Slow  # an environment variable or another key of the file
-            return False, None
-        at = at[part]
-    return True, at
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -243,6 +287,9 @@ def _flat(params: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 
 def _plain(value: Any) -> Any:
+    """Plain data, new containers (a parameter's map or list is never shared with the result)."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -21,6 +21,9 @@ A hop's parameters, lowest precedence first, merged key by key:
 from __future__ import annotations
 
 import heapq
+import json
+import os
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -31,14 +34,21 @@ from engine.flow.model import EdgeConf, FlowConf
 from engine.flow.templates import Catalog, Template
 from engine.flow.topology import LOCAL, Topology
 from engine.sources.conf import LimitsConf
-from engine.spec import JobSpec, compile_job
+from engine.spec import JobSpec, compile_job, renamed
 from engine.spec.model import AnyDagSpec
 from engine.spec.validation import validate
+from engine.storage.paths import resolving_once
 
 _UNITS = 1_000_000_000
 """Edge costs are compared in billionths: 0.1 + 0.7 ties with 0.8."""
 FLOW_JOB_PREFIX = "flow"
 """A flow's job name is ``flow.<flowGroup>.<flowName>``: its lease, state and run history."""
+_ANY_HOP = "@hop@"
+"""The job name a hop's job is compiled under to be kept for other flows (see
+:meth:`FlowCompiler._job`): no flow's hop has it (``@`` is not allowed in names), and a filled
+template that holds it is compiled under its own name and not kept."""
+KEPT_HOPS = 4096
+"""Compiled hop jobs a compiler keeps (the least recently used go first)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +181,9 @@ class FlowCompiler:
         self.catalog = catalog
         self.warehouse = warehouse
         self._layers: dict[str, dict[str, Any]] = {}
+        self._trees: dict[tuple[str, tuple[str, ...]], dict[str, tuple[float, int, tuple[str, ...]]]] = {}
+        self._resolved: dict[str, str] = {}
+        self._kept: OrderedDict[tuple[str, str, str, str], tuple[dict[str, Any], JobSpec]] = OrderedDict()
         self.prepare = prepare or (lambda job: job)
         """Applied to each filled template before it is compiled: the CLI fills in named
         connections and decrypts secrets there, as it does for a job file."""
@@ -180,6 +193,12 @@ class FlowCompiler:
     ) -> FlowPlan:
         """``raw`` (the ``flow`` node, from ``jobs/flows/<group>/<name>``) -> its plan. ``groups``:
         the principal's groups, for the packs' ``group:<name>`` principals."""
+        with resolving_once(self._resolved):
+            return self._plan(raw, group=group, name=name, file=file, groups=groups)
+
+    def _plan(
+        self, raw: Mapping[str, Any], *, group: str, name: str, file: str | None, groups: tuple[str, ...]
+    ) -> FlowPlan:
         flow = validate(FlowConf, dict(raw), key="flow", file=file)
         for key, given, expected in (("flowGroup", flow.flow_group, group), ("flowName", flow.flow_name, name)):
             if given is not None and given != expected:
@@ -283,14 +302,22 @@ class FlowCompiler:
         return not flow.template_uris or all(t in flow.template_uris for t in edge.templates)
 
     def _cheapest(self, flow: FlowConf) -> dict[str, tuple[float, int, tuple[str, ...]]]:
-        """The nodes the source reaches -> (cost, hops, edge names) of their cheapest paths: at
-        least every destination, or every node reached when one is not. Costs are summed in
-        integer nano-units, so that equal sums of decimal costs tie."""
+        """The nodes the source reaches -> (cost, hops, edge names) of their cheapest paths. Costs
+        are summed in integer nano-units, so that equal sums of decimal costs tie. The tree from a
+        source over the edges a flow may use is found once per compiler: flows from one source
+        share it (a settled node's path does not depend on where the search stops)."""
+        assert flow.source is not None
+        key = (flow.source, tuple(sorted(flow.template_uris)))
+        found = self._trees.get(key)
+        if found is None:
+            found = self._trees[key] = self._tree(flow)
+        return found
+
+    def _tree(self, flow: FlowConf) -> dict[str, tuple[float, int, tuple[str, ...]]]:
         assert flow.source is not None
         best: dict[str, tuple[float, int, tuple[str, ...]]] = {}
-        wanted = set(flow.destinations)
         queue: list[tuple[int, int, tuple[str, ...], str]] = [(0, 0, (), flow.source)]
-        while queue and not wanted <= best.keys():
+        while queue:
             cost, count, path, node = heapq.heappop(queue)
             if node in best:
                 continue
@@ -351,15 +378,7 @@ class FlowCompiler:
                     key="flow.datasets" if required == "datasets" else f"flow.properties.{required}",
                     file=ctx.file,
                 )
-        try:
-            job = template.fill(params)
-        except ConfigError as exc:
-            raise ConfigError(
-                f"hop `{name}`: template `{template.uri}` ({template.file}): {exc.message}",
-                key=f"hops.{name}" + (f".{exc.key}" if exc.key else ""),
-                file=ctx.file,
-            ) from None
-        spec = self._compile(ctx, name, template, self.prepare(job))
+        job, spec = self._job(ctx, name, template, params)
         runner = self.topology.executors[executor]
         return Hop(
             name=name,
@@ -379,14 +398,6 @@ class FlowCompiler:
         )
 
     def _params(self, ctx: _Flow, hop: str, template: Template, edge: EdgeConf | None) -> dict[str, Any]:
-        layers: list[Mapping[str, Any]] = [self._layer(f"t:{template.uri}", template.parameters.defaults)]
-        if edge is not None:
-            for role, node_name in (("source", edge.from_), ("destination", edge.to)):
-                node = self.topology.nodes[node_name]
-                own = self._layer(f"n:{node_name}", node.properties)
-                layers.append({role: {**own, "name": node_name, "kind": node.kind}})
-            layers.append(self._layer(f"e:{id(edge)}", edge.properties))
-        layers.append(ctx.properties)
         builtins: dict[str, Any] = {
             "flow": {"group": ctx.group, "name": ctx.name, "owner": ctx.flow.owner},
             "hop": hop,
@@ -394,22 +405,76 @@ class FlowCompiler:
         }
         if ctx.flow.datasets:
             builtins["datasets"] = list(ctx.flow.datasets)
-        layers.append(builtins)
+        return _merge(_merge(self._graph_params(template, edge), ctx.properties), builtins)
+
+    def _graph_params(self, template: Template, edge: EdgeConf | None) -> dict[str, Any]:
+        """The layers below the flow's: the template's defaults, the edge's nodes', the edge's;
+        merged once per template and edge (never changed: merging copies what it changes)."""
+        key = f"{template.uri}|{id(edge)}"
+        found = self._layers.get(key)
+        if found is not None:
+            return found
+        layers: list[Mapping[str, Any]] = [_nested(template.parameters.defaults)]
+        if edge is not None:
+            for role, node_name in (("source", edge.from_), ("destination", edge.to)):
+                node = self.topology.nodes[node_name]
+                layers.append({role: {**_nested(node.properties), "name": node_name, "kind": node.kind}})
+            layers.append(_nested(edge.properties))
         merged: dict[str, Any] = {}
         for layer in layers:
             merged = _merge(merged, layer)
+        self._layers[key] = merged
         return merged
 
-    def _layer(self, key: str, properties: Mapping[str, Any]) -> dict[str, Any]:
-        """``properties`` with dotted keys nested, once per template, node or edge (never changed:
-        merging copies what it changes)."""
-        found = self._layers.get(key)
-        if found is None:
-            found = self._layers[key] = _nested(properties)
-        return found
-
-    def _compile(self, ctx: _Flow, hop: str, template: Template, job: dict[str, Any]) -> JobSpec:
+    def _job(self, ctx: _Flow, hop: str, template: Template, params: dict[str, Any]) -> tuple[dict[str, Any], JobSpec]:
+        """The hop's job config (the filled template) and its spec, compiled by
+        :func:`compile_job`. A hop's job is kept by what it was made from: the template, the
+        parameters it reads (else the filled config itself) and the folder relative paths are
+        read from. It is compiled under a name no config holds, then :func:`renamed` for each hop
+        that has it, so a hop met again (the same edge in many flows) is neither filled nor
+        compiled again."""
         job_name = f"{FLOW_JOB_PREFIX}.{ctx.group}.{ctx.name}.{hop}"
+        folder = ctx.folder
+        inputs = template.parsed.inputs(params)
+        key = (template.uri, folder, "params", inputs) if inputs is not None else None
+        kept = self._kept.get(key) if key is not None else None
+        if kept is not None and key is not None:
+            self._kept.move_to_end(key)
+        else:
+            job = self._fill(hop, template, params, ctx.file)
+            prepared = self.prepare(job)
+            try:
+                text = json.dumps(prepared)  # keys in order: the order of a job's DAGs is theirs
+            except (TypeError, ValueError):
+                text = _ANY_HOP  # not plain data: compiled, never kept
+            if _ANY_HOP in text:
+                return job, self._compile(ctx, hop, template, prepared, job_name)
+            key = key or (template.uri, folder, "job", text)
+            kept = self._kept.get(key)
+            if kept is None:
+                try:
+                    spec = compile_job(prepared, name=_ANY_HOP, file=ctx.file, warehouse=self.warehouse)
+                except ConfigError:  # compiled again under its name, for the error its user should see
+                    return job, self._compile(ctx, hop, template, prepared, job_name)
+                self._check(ctx, hop, template, spec)
+                kept = (job, spec)
+            self._kept[key] = kept
+            if len(self._kept) > KEPT_HOPS:
+                self._kept.popitem(last=False)
+        return kept[0], renamed(kept[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
+
+    @staticmethod
+    def _fill(hop: str, template: Template, params: dict[str, Any], file: str | None) -> dict[str, Any]:
+        try:
+            return template.fill(params)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"hop `{hop}`: template `{template.uri}` ({template.file}): {exc.message}",
+                key=f"hops.{hop}" + (f".{exc.key}" if exc.key else ""),
+                file=file,
+            ) from None
+
+    def _compile(self, ctx: _Flow, hop: str, template: Template, job: dict[str, Any], job_name: str) -> JobSpec:
         try:
             spec = compile_job(job, name=job_name, file=ctx.file, warehouse=self.warehouse)
         except ConfigError as exc:
@@ -417,6 +482,11 @@ class FlowCompiler:
             raise ConfigError(
                 f"hop `{hop}` (template `{template.uri}`, {template.file}): {exc.message}", key=key, file=ctx.file
             ) from None
+        self._check(ctx, hop, template, spec)
+        return spec
+
+    def _check(self, ctx: _Flow, hop: str, template: Template, spec: JobSpec) -> None:
+        """What a hop's job may not do that a job may."""
         if spec.discover is not None:
             raise ConfigError(
                 f"hop `{hop}` (template `{template.uri}`): a flow's hop cannot discover its datasets when it runs "
@@ -431,7 +501,6 @@ class FlowCompiler:
                 key=f"hops.{hop}.limits",
                 file=ctx.file,
             )
-        return spec
 
 
 @dataclass(frozen=True)
@@ -445,6 +514,11 @@ class _Flow:
     @cached_property
     def properties(self) -> dict[str, Any]:
         return _nested(self.flow.properties)
+
+    @cached_property
+    def folder(self) -> str:
+        """Where the hops' relative paths are read from: the flow file's folder."""
+        return os.path.dirname(self.file) if self.file else os.getcwd()
 
 
 def _hop_names(uris: list[str], *, key: str, file: str | None) -> list[str]:
@@ -482,6 +556,8 @@ def _nested(layer: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    if not over:
+        return base
     out = dict(base)
     for k, v in over.items():
         out[k] = _merge(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, Mapping) else v

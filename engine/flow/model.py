@@ -45,11 +45,11 @@ class FlowConf(_Strict):
     ``executor``. With ``source``: only edges whose templates are all listed may be used."""
     source: str | None = None
     """The data node the datasets come from."""
-    destinations: list[str] = []
+    destinations: list[str] = Field(default_factory=list)
     """The data nodes they go to; hops shared by several destinations run once."""
-    datasets: list[str] = []
+    datasets: list[str] = Field(default_factory=list)
     """The datasets to move, given to each template as ``${params.datasets}``."""
-    properties: dict[str, Any] = {}
+    properties: dict[str, Any] = Field(default_factory=dict)
     """Template parameters; they win over the edges' and the nodes' (README "Flows")."""
     executor: str | None = None
     """A flow without ``source`` (``templateUris`` only): the executor its hops run on; None:
@@ -66,11 +66,11 @@ class FlowConf(_Strict):
 class ParametersConf(_Strict):
     """A template's declared parameters."""
 
-    required: list[str] = []
+    required: list[str] = Field(default_factory=list)
     """Parameters a flow (or the edge or nodes it uses) must give, dotted (``source.path``)."""
-    defaults: dict[str, Any] = {}
+    defaults: dict[str, Any] = Field(default_factory=dict)
     """Parameters that may be given, with their values when not."""
-    description: dict[str, str] = {}
+    description: dict[str, str] = Field(default_factory=dict)
     """What each parameter means (said when one is missing); dotted keys may nest."""
 
     @field_validator("description", mode="before")
@@ -90,9 +90,9 @@ class PackConf(_Strict):
     """A template pack (``jobs/templates/<pack>/pack.conf``): who owns it and who may use it."""
 
     description: str = ""
-    owners: list[str] = []
+    owners: list[str] = Field(default_factory=list)
     """Users or ``group:<name>`` that own the pack; they may use it too."""
-    principals: list[str] = []
+    principals: list[str] = Field(default_factory=list)
     """Users, ``group:<name>``, or ``*`` (anyone) allowed to use the pack's templates."""
 
 
@@ -102,7 +102,7 @@ class NodeConf(_Strict):
     kind: str = "folder"
     """What it is (``database``, ``lake``, ``bucket``, ``folder``, ...): documentation only."""
     description: str = ""
-    properties: dict[str, Any] = {}
+    properties: dict[str, Any] = Field(default_factory=dict)
     """Given to templates as ``${params.source.<key>}`` or ``${params.destination.<key>}``, by the
     node's role in the hop."""
 
@@ -118,7 +118,7 @@ class EdgeConf(_Strict):
     """The executors that may run it, by preference: the first is used."""
     cost: float = Field(default=1.0, gt=0)
     """The compiler takes the cheapest path (the sum of its edges' costs)."""
-    properties: dict[str, Any] = {}
+    properties: dict[str, Any] = Field(default_factory=dict)
     """Template parameters: they win over the nodes' and lose to the flow's."""
 
 
@@ -129,9 +129,9 @@ class ExecutorConf(_Strict):
     """Its master URL: ``local[*]``, ``spark://host:7077``, ``yarn``, ``k8s://...``. A hop whose
     executor has the master of the running application (any ``local`` one for a local
     application) runs in it; another is submitted with ``spark-submit.sh --master``."""
-    submit: list[str] = []
+    submit: list[str] = Field(default_factory=list)
     """More ``spark-submit.sh`` options (``--total-executor-cores``, ``2``, ``--conf``, ``k=v``)."""
-    overrides: list[str] = []
+    overrides: list[str] = Field(default_factory=list)
     """More ``key=value`` overrides for a submitted hop (``spark.conf.x=y``)."""
     description: str = ""
 
@@ -139,6 +139,6 @@ class ExecutorConf(_Strict):
 class TopologyConf(_Strict):
     """The flow graph: every ``conf/topology/*.conf|yaml`` file's keys, merged."""
 
-    nodes: dict[str, NodeConf] = {}
-    edges: dict[str, EdgeConf] = {}
-    executors: dict[str, ExecutorConf] = {}
+    nodes: dict[str, NodeConf] = Field(default_factory=dict)
+    edges: dict[str, EdgeConf] = Field(default_factory=dict)
+    executors: dict[str, ExecutorConf] = Field(default_factory=dict)

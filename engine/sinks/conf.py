@@ -59,11 +59,11 @@ class TableSinkConf(SinkConf):
     mode: Literal["append", "overwrite", "merge"] = "append"
     """``append`` adds records; ``overwrite`` replaces what the path holds; ``merge`` (Delta only)
     updates the rows whose ``keys`` match and inserts the others."""
-    keys: list[str] = []
+    keys: list[str] = Field(default_factory=list)
     """The columns that identify a row for ``mode = merge`` (null-safe equality)."""
-    partition_by: list[str] = []
+    partition_by: list[str] = Field(default_factory=list)
     """Columns to partition the output by."""
-    options: dict[str, str | int | float | bool] = {}
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra options handed to Spark's writer."""
 
     @model_validator(mode="after")

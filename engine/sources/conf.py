@@ -134,7 +134,7 @@ class FilesSourceConf(SourceConf):
     """An ``.avsc`` file, an inline Avro schema (JSON) or a Spark DDL string. Unset: Parquet and Avro
     use the files' own; JSON and CSV types are inferred from the first run's files and pinned, so
     later runs read with the same types (a changed ``format`` or ``options`` infers again)."""
-    options: dict[str, str | int | float | bool] = {}
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra options handed to Spark's reader (``header``, ``sep``, ``multiLine``, ...)."""
     incremental: Literal["new_files", "partitions", "none"] = "new_files"
     """``new_files``: each run reads the files not read before (the file log knows which),
@@ -305,7 +305,7 @@ class JdbcSourceConf(SourceConf):
     """Parallel reads, each a range of the incremental column between the low and high bounds."""
     fetch_size: int = Field(default=10_000, ge=1)
     """Rows per round trip."""
-    options: dict[str, str | int | float | bool] = {}
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra options for Spark's JDBC reader."""
 
     @model_validator(mode="after")

@@ -145,7 +145,7 @@ class StorageConf(_Strict):
     """Object stores: ``storage.connections`` names the ``s3`` connections a run uses (a list on
     the command line, ``storage.connections=[lake_s3]``; each one's keys once loaded)."""
 
-    connections: dict[str, S3ConnectionConf] = {}
+    connections: dict[str, S3ConnectionConf] = Field(default_factory=dict)
 
     @field_validator("connections", mode="before")
     @classmethod
@@ -208,7 +208,7 @@ class SparkConf(_Strict):
 
     app_name: Text = "engine"
     """The Spark application's name."""
-    conf: dict[str, Any] = {}
+    conf: dict[str, Any] = Field(default_factory=dict)
     """Spark settings of the session (``spark.conf.<key>=<value>``); the master, driver memory and
     jars are spark-submit options."""
 

@@ -7,6 +7,7 @@ Avro schemas, step names, and that every sink reads from a branch that exists.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections import Counter
 from dataclasses import replace
@@ -39,10 +40,11 @@ from engine.spec.model import (
 from engine.spec.places import check_writable, inside, nested, place
 from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
-from engine.storage.paths import StoragePath, is_relative
+from engine.storage.paths import StoragePath, is_relative, under
 
 _M = TypeVar("_M", bound=BaseModel)
 _C = TypeVar("_C", bound=PluginConf)
+_S = TypeVar("_S", bound=JobSpec | DagSpec | CopyDagSpec)
 
 
 def compile_job(
@@ -86,6 +88,56 @@ def compile_job(
         pools=dict(job.pools),
         discover=pending,
     )
+
+
+def renamed(spec: JobSpec, name: str, *, compiled_as: str, file: str | None) -> JobSpec:
+    """What :func:`compile_job` gives for the config it compiled into ``spec`` under the name
+    ``compiled_as``, when compiled under ``name`` from ``file`` (in the folder of ``spec``'s file:
+    relative paths were resolved against it). What compiling derives from the name follows it: the
+    job's and a single DAG's name, the default error table, copy manifests and events. A config
+    that sets its own ``name`` keeps it. ``compiled_as`` must be a name no config holds."""
+    if spec.name != compiled_as:
+        return spec if spec.file == file else _with(spec, file=file)
+    warehouse, dags = spec.warehouse, []
+    before = _derived(warehouse, compiled_as)
+    for dag in spec.dags:
+        changes: dict[str, Any] = {"name": name} if dag.name == compiled_as else {}
+        if isinstance(dag, CopyDagSpec):
+            changes["manifests_dir"] = _manifests_dir(warehouse, name)  # always the job's
+            if dag.events_dir is not None and dag.events_dir == before[2]:
+                changes["events_dir"] = _events_dir_of(warehouse, name)
+        elif dag.error_table is not None and dag.error_table == before[0]:
+            changes["error_table"] = _error_table(warehouse, name)
+        dags.append(_with(dag, **changes) if changes else dag)
+    return _with(spec, name=name, file=file, dags=tuple(dags))
+
+
+@functools.lru_cache(maxsize=16)
+def _derived(warehouse: str, job_name: str) -> tuple[str, str, str]:
+    """The places a job's name gives its DAGs: the error table, copy manifests and events."""
+    return _error_table(warehouse, job_name), _manifests_dir(warehouse, job_name), _events_dir_of(warehouse, job_name)
+
+
+def _with(spec: _S, **changes: Any) -> _S:
+    """``dataclasses.replace`` for the frozen specs, without calling ``__init__`` again (it
+    checks nothing there; a flow compiler renames a spec per hop)."""
+    clone = object.__new__(type(spec))
+    clone.__dict__.update(spec.__dict__, **changes)
+    return clone
+
+
+def _error_table(warehouse: str, job_name: str) -> str:
+    """A records DAG's error table unless ``errors.path`` is set."""
+    return under(f"_errors/{job_name}", warehouse)
+
+
+def _manifests_dir(warehouse: str, job_name: str) -> str:
+    return under(f"_engine/copy_manifests/{job_name}", warehouse)
+
+
+def _events_dir_of(warehouse: str, job_name: str) -> str:
+    """A copy DAG's events directory unless ``events.path`` is set."""
+    return under(f"_engine/copy_events/{job_name}", warehouse)
 
 
 def _fan_out(
@@ -138,6 +190,8 @@ def _check_dependencies(dags: tuple[DagSpec | CopyDagSpec, ...], file: str | Non
                 close = difflib.get_close_matches(upstream, names, n=1)
                 hint = f"; did you mean `{close[0]}`?" if close else f"; DAGs: {', '.join(sorted(names))}"
                 raise ConfigError(f"`{upstream}` is not a DAG of this job{hint}", key=f"{dag.key}.after", file=file)
+    if not any(d.after for d in dags):
+        return
     try:
         TopologicalSorter({d.name: d.after for d in dags}).prepare()
     except CycleError as exc:
@@ -207,7 +261,8 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
     )
     error_table = None
     if dag.errors.enabled:
-        error_table = ctx.under_warehouse(dag.errors.path or f"_errors/{ctx.job_name}")
+        given = dag.errors.path
+        error_table = ctx.under_warehouse(given) if given else _error_table(ctx.warehouse, ctx.job_name)
         where = f"{key}.errors.path" if dag.errors.path else f"{key}.errors"
         check_writable(error_table, warehouse=ctx.warehouse, key=where, file=ctx.file, what="the error table")
     return DagSpec(
@@ -249,7 +304,7 @@ def _compile_copy(name: str, dag: CopyDagConf, key: str, ctx: _Context) -> CopyD
         key=key,
         copy=resolved,
         events_dir=_events_dir(conf, ckey, ctx),
-        manifests_dir=ctx.under_warehouse(f"_engine/copy_manifests/{ctx.job_name}"),
+        manifests_dir=_manifests_dir(ctx.warehouse, ctx.job_name),
         publish=publish,
         priority=dag.priority,
         after=tuple(dag.after),
@@ -295,7 +350,7 @@ def _events_dir(conf: CopyConf, ckey: str, ctx: _Context) -> str | None:
     if not conf.events.enabled:
         return None
     if not conf.events.path:  # the default lies in the metadata, where the engine places it itself
-        return ctx.under_warehouse(f"_engine/copy_events/{ctx.job_name}")
+        return _events_dir_of(ctx.warehouse, ctx.job_name)
     events = _local_path(conf.events.path, ctx)
     check_writable(
         events, warehouse=ctx.warehouse, key=f"{ckey}.events.path", file=ctx.file, what="the events directory"

@@ -191,22 +191,22 @@ class CopyConf(_Strict):
     """The source root: a local path (relative to the job file) or a file-system URL (``s3://``, ``hdfs://``, ...)."""
     target: str
     """The target root, likewise."""
-    source_options: dict[str, Any] = {}
+    source_options: dict[str, Any] = Field(default_factory=dict)
     """File-system options of the source (S3: ``endpoint``, ``region``, ``access_key``, ``secret_key``, ...)."""
-    target_options: dict[str, Any] = {}
+    target_options: dict[str, Any] = Field(default_factory=dict)
     """File-system options of the target."""
     datasets: RecursiveFinderConf | GlobFinderConf | DatePartitionedFinderConf = Field(
         default=RecursiveFinderConf(), discriminator="type"
     )
     """How datasets are found below the source root."""
-    include: list[str] = []
+    include: list[str] = Field(default_factory=list)
     """Copy only files whose path (relative to their dataset) matches one of these globs (``**`` any depth)."""
-    exclude: list[str] = []
+    exclude: list[str] = Field(default_factory=list)
     """Skip files whose relative path matches one of these globs."""
     file_set: Literal["dataset", "directory", "file", "partition"] | None = None
     """The unit published atomically: the whole ``dataset``, each ``directory``, each ``file``, or each
     date ``partition`` (the default for date-partitioned datasets; ``dataset`` otherwise)."""
-    transforms: list[TransformConf] = []
+    transforms: list[TransformConf] = Field(default_factory=list)
     """Byte transforms applied in order while copying: gunzip, gzip, decrypt, encrypt, untar, unzip."""
     verify: VerifyConf = VerifyConf()
     delete: DeleteConf = DeleteConf()

@@ -58,19 +58,19 @@ class DagConf(_Strict):
     priority: int = 0
     """Higher starts first when more DAGs are ready than ``parallelism`` allows (ties: the one
     that cost most in its last run first)."""
-    after: list[str] = []
+    after: list[str] = Field(default_factory=list)
     """DAGs of the same job this one runs after; if one of them does not succeed, this one is
     skipped (and says why)."""
     pool: str | None = None
     """The Spark FAIR scheduler pool its Spark jobs run in; its own pool (named after it) when unset."""
 
-    sources: dict[str, dict[str, Any]] = {}
+    sources: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """The DAG's source, by name (one per DAG)."""
-    converters: list[dict[str, Any]] = []
+    converters: list[dict[str, Any]] = Field(default_factory=list)
     """The converter chain, applied in order."""
-    forks: dict[str, str] = {}
+    forks: dict[str, str] = Field(default_factory=dict)
     """Named branches: a boolean Spark SQL expression over valid records (overlap allowed)."""
-    sinks: dict[str, dict[str, Any]] = {}
+    sinks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Sinks by name, each reading ``from`` a branch."""
     copy_: CopyConf | None = Field(default=None, alias="copy")
     """A copy DAG instead (files replicated between file systems): no sources, converters, forks or sinks."""
@@ -167,7 +167,7 @@ class FanOutConf(_Strict):
         }
     """
 
-    datasets: list[str] = []
+    datasets: list[str] = Field(default_factory=list)
     """The datasets, listed; or give ``discover``."""
     discover: GlobDiscoverConf | JdbcTablesDiscoverConf | None = Field(default=None, discriminator="type")
     """Find the datasets when the job runs."""
@@ -192,9 +192,9 @@ class JobConf(DagConf):
     """Free text shown by ``--cfg job``."""
     parallelism: int = Field(default=2, ge=1)
     """How many JobDags run at once in the Spark application."""
-    dags: dict[str, DagConf] = {}
+    dags: dict[str, DagConf] = Field(default_factory=dict)
     """Several JobDags in one job, by name."""
-    pools: dict[str, PoolConf] = {}
+    pools: dict[str, PoolConf] = Field(default_factory=dict)
     """FAIR scheduler pools by name (a DAG's ``pool``); pools not listed get weight 1."""
     fan_out: FanOutConf | None = None
     """A DAG per dataset from one template (in addition to any ``dags``)."""

@@ -98,7 +98,7 @@ class EncryptConf(_Strict):
 
     type: Literal["encrypt"]
     """Selects this transform."""
-    recipients: list[Recipient] = []
+    recipients: list[Recipient] = Field(default_factory=list)
     """Public keys ``age1...`` (``age-keygen`` prints one); any of their identities decrypts."""
     passphrase: SecretStr | None = Field(default=None, validate_default=True)
     """A passphrase (scrypt), instead of recipients."""
@@ -120,7 +120,7 @@ class DecryptConf(_Strict):
 
     type: Literal["decrypt"]
     """Selects this transform."""
-    identities: list[Identity] = []
+    identities: list[Identity] = Field(default_factory=list)
     """Secret keys ``AGE-SECRET-KEY-1...``; the first that matches a recipient of the file is used."""
     passphrase: SecretStr | None = Field(default=None, validate_default=True)
     """The passphrase of passphrase-encrypted files."""

@@ -9,13 +9,17 @@ path it names. Pure Python: the compiler uses it without a JVM.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Place", "StoragePath", "is_relative", "under"]
+__all__ = ["Place", "StoragePath", "is_relative", "resolving_once", "under"]
 
 Place = tuple[str, str, str]
 """``(scheme, authority, normalised path)``: equal for one place however it is written."""
@@ -35,9 +39,31 @@ def _appended(text: str, names: tuple[str, ...]) -> str:
     return "/".join((text.rstrip("/"), *names))
 
 
+_RESOLVED: ContextVar[dict[str, str] | None] = ContextVar("resolved", default=None)
+
+
+@contextmanager
+def resolving_once(memo: dict[str, str]) -> Iterator[None]:
+    """Within the block, a local path resolved once (its symbolic links read) is taken from
+    ``memo`` afterwards: for a caller that compiles many jobs over the same paths and keeps what
+    it compiled anyway (the flow compiler)."""
+    token = _RESOLVED.set(memo)
+    try:
+        yield
+    finally:
+        _RESOLVED.reset(token)
+
+
 def _absolute(path: str, base: str | Path | None, resolve: bool) -> str:
     if resolve:  # Path.resolve's rule (symbolic links followed, missing parts kept), without pathlib's cost
-        return os.path.realpath(os.path.join(os.fspath(base) if base else os.getcwd(), path))
+        joined = os.path.join(os.fspath(base) if base else os.getcwd(), path)
+        memo = _RESOLVED.get()
+        if memo is None:
+            return os.path.realpath(joined)
+        found = memo.get(joined)
+        if found is None:
+            found = memo[joined] = os.path.realpath(joined)
+        return found
     return os.path.abspath(os.path.join(base or "", path))
 
 
@@ -73,6 +99,12 @@ class StoragePath:
         """Read ``text``. A plain path, and a ``file:`` one without a root, is made absolute against
         ``base`` (the working directory by default) by ``os.path.abspath``, or with ``resolve`` by
         ``Path.resolve`` (symbolic links followed; a plain absolute path resolved too)."""
+        if not resolve and _absolute_text(text):
+            return _parsed(text)  # neither the file system nor the base is asked: the same each time
+        return cls._read(text, base, resolve)
+
+    @classmethod
+    def _read(cls, text: str, base: str | Path | None, resolve: bool) -> StoragePath:
         found = _SCHEME.match(text)
         if found is None:
             local = _absolute(text, base, resolve)
@@ -113,3 +145,18 @@ class StoragePath:
         """This path with ``names`` appended to its text as written (see :func:`under`)."""
         text = _appended(self.text, names)
         return StoragePath(self.scheme, self.authority, _rooted("/".join((self.path, *names))), text)
+
+
+def _absolute_text(text: str) -> bool:
+    """Whether ``text`` names one place whatever the base: rooted, or a URL other than a relative
+    ``file:`` one."""
+    if text.startswith("/"):
+        return True
+    found = _SCHEME.match(text)
+    return found is not None and (found.group(1).lower() != "file" or text.startswith("/", found.end()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> StoragePath:
+    """An absolute path or a URL, read once (compiling a job compares the same places many times)."""
+    return StoragePath._read(text, None, False)

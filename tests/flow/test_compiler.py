@@ -901,3 +901,136 @@ def test_a_flow_group_or_name_that_cannot_name_a_job_is_refused(tmp_path: Path) 
     with pytest.raises(ConfigError, match="letters, digits") as info:
         compile_flow({}, choice="a.b/c", file=None, warehouse=str(tmp_path))
     assert info.value.key == "flow"
+
+
+# -- a compiler keeps what it compiled --------------------------------------------------------------
+
+NAMED = """\
+parameters { required = [source.path, destination.path] }
+copy {
+  source = ${params.source.path}
+  target = ${params.destination.path}
+  datasets { type = recursive, name = ${params.flow.name}"-"${params.hop} }
+}
+"""
+"""A copy job that differs in every flow: it reads the flow's name."""
+
+
+def kept_world(world: World) -> list[tuple[str, str, dict[str, Any]]]:
+    """A graph whose flows share some hops and not others, and the flows: (group, name, flow)."""
+    schemas = world.data / "schemas"
+    schemas.mkdir()
+    (schemas / "things.avsc").write_text(json.dumps(SCHEMA))
+    world.template("p/to_delta", TO_DELTA)
+    world.template("p/fan", FAN)
+    world.template("p/named", NAMED)
+    lake = {"kind": "lake", "properties": {"path": "t"}}
+    world.topology(
+        {"landing": world.node("landing", schemas=str(schemas)), "lake": lake, **{n: world.node(n) for n in "abc"}},
+        {
+            "in": edge("landing", "lake", "p/to_delta"),
+            "lake_a": edge("lake", "a", "p/fan"),
+            "a_b": edge("a", "b", "p/copy", "p/named"),
+            "b_c": edge("b", "c", cost=2),
+            "a_c": edge("a", "c", "p/named", cost=4),
+        },
+    )
+    return [
+        ("g", "one", flow("landing", "a", "c", datasets=["things"])),
+        ("g", "two", flow("landing", "b", datasets=["things"], properties={"format": "json"})),
+        ("h", "one", flow("a", "c")),
+        ("h", "two", flow("a", "b", "c")),
+        ("g", "three", flow("a", "c", properties={"extra": 1})),
+    ]
+
+
+def test_a_compiler_that_keeps_its_hops_gives_the_plans_a_new_compiler_gives(world: World) -> None:
+    flows = kept_world(world)
+    shared = world.compiler()
+    for _ in range(2):  # the second time round, every hop was compiled before
+        for group, name, body in flows:
+            kept = shared.compile(body, group=group, name=name, file=world.flow_file)
+            fresh = world.compile(body, group=group, name=name)
+            assert kept.describe() == fresh.describe()
+            assert [(h.name, h.spec, h.params) for h in kept.hops] == [(h.name, h.spec, h.params) for h in fresh.hops]
+            assert kept.job_spec() == fresh.job_spec()
+    one = shared.compile(flows[0][2], group="g", name="one", file=world.flow_file)
+    assert one.hop("in").spec.name == "flow.g.one.in"
+    (dag,) = one.hop("lake_a").spec.dags
+    assert dag.manifests_dir.endswith("/_engine/copy_manifests/flow.g.one.lake_a")  # type: ignore[union-attr]
+
+
+def test_a_hop_met_again_is_not_compiled_again(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.flow.compiler as compiler_module
+
+    flows = kept_world(world)
+    compiled: list[str] = []
+    real = compiler_module.compile_job
+
+    def counting(raw: dict[str, Any], **kw: Any) -> Any:
+        compiled.append(kw["name"])
+        return real(raw, **kw)
+
+    monkeypatch.setattr(compiler_module, "compile_job", counting)
+    shared = world.compiler()
+    shared.compile(flows[2][2], group="h", name="one", file=world.flow_file)  # a_b, a_b-named, b_c
+    assert len(compiled) == 3
+    shared.compile(flows[3][2], group="h", name="two", file=world.flow_file)  # the same hops
+    assert len(compiled) == 4, "only the hop that reads the flow's name is new"
+    shared.compile(flows[3][2], group="h", name="two", file=world.flow_file)
+    assert len(compiled) == 4, "the same flow again: nothing"
+    elsewhere = str(world.root / "flows" / "other" / "f.conf")
+    shared.compile(flows[2][2], group="h", name="one", file=elsewhere)
+    assert len(compiled) == 7, "another folder reads relative paths elsewhere: compiled again"
+    assert set(compiled) == {"@hop@"}
+
+
+def test_a_hop_whose_job_holds_the_keeping_name_is_compiled_under_its_own(world: World) -> None:
+    world.template("p/odd", COPY.replace('description = "copied"', 'description = "@hop@ in text"'))
+    world.topology("ab", {"a_b": edge("a", "b", "p/odd")})
+    compiler = world.compiler()
+    for name in ("f", "g"):
+        plan = compiler.compile(flow("a", "b"), group="g", name=name, file=world.flow_file)
+        assert plan.hop("a_b").spec.name == f"flow.g.{name}.a_b"
+        assert plan.hop("a_b").spec == world.compile(flow("a", "b"), name=name).hop("a_b").spec
+
+
+def test_an_error_compiling_a_hop_names_the_hop_not_the_keeping_name(world: World) -> None:
+    world.template("p/bad", COPY.replace("copy {", "copy { verify.checksum = sha3,"))
+    world.topology("ab", {"a_b": edge("a", "b", "p/bad")})
+    compiler = world.compiler()
+    with pytest.raises(ConfigError) as info:
+        compiler.compile(flow("a", "b"), group="g", name="f", file=world.flow_file)
+    assert info.value.key == "hops.a_b.job.copy.verify.checksum"
+    assert "@hop@" not in info.value.message and "hop `a_b`" in info.value.message
+
+
+def test_a_compiler_keeps_a_bounded_number_of_hops(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.flow.compiler as compiler_module
+
+    monkeypatch.setattr(compiler_module, "KEPT_HOPS", 3)
+    world.template("p/named", NAMED)
+    world.topology("ab", {"a_b": edge("a", "b", "p/named")})
+    compiler = world.compiler()
+    for i in range(6):
+        plan = compiler.compile(flow("a", "b"), group="g", name=f"f{i}", file=world.flow_file)
+        assert plan.hop("a_b").job["copy"]["datasets"]["name"] == f"f{i}-a_b"
+    assert len(compiler._kept) == 3
+
+
+def test_the_inputs_of_a_template_are_the_parameters_it_reads(tmp_path: Path) -> None:
+    from engine.config.templates import ParsedTemplate
+
+    path = tmp_path / "t.conf"
+    path.write_text('a = ${params.x}"/"${params.y.z}\nb = ${?params.maybe}\n')
+    parsed = ParsedTemplate(path)
+    base = {"x": "/data", "y": {"z": 1, "unread": 2}}
+    assert parsed.inputs(base) == parsed.inputs({**base, "other": 3, "y": {"z": 1}})
+    assert parsed.inputs(base) != parsed.inputs({**base, "x": "/elsewhere"})
+    assert parsed.inputs(base) != parsed.inputs({**base, "y": {"z": "1"}}), "a number is not its text"
+    assert parsed.inputs(base) != parsed.inputs({**base, "maybe": None}), "given as null is not missing"
+    path.write_text("a = ${?HOME}\nb = ${params.x}\n")
+    assert ParsedTemplate(path).inputs(base) is None, "filled by pyhocon: no list of reads"
+    yaml = tmp_path / "t.yaml"
+    yaml.write_text("a: ${params.x}\n")
+    assert ParsedTemplate(yaml).inputs(base) is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.storage.paths import StoragePath, is_relative, under
+from engine.storage.paths import StoragePath, is_relative, resolving_once, under
 
 
 @pytest.mark.parametrize(
@@ -64,6 +64,33 @@ def test_resolving_follows_symbolic_links_of_relative_and_absolute_paths(tmp_pat
     assert str(StoragePath.parse(f"{tmp_path}/link/x", resolve=True)) == str(tmp_path / "real" / "x")
     assert str(StoragePath.parse("link/x", base=tmp_path)) == str(tmp_path / "link" / "x"), "not without"
     assert str(StoragePath.parse("file:link/x", base=tmp_path, resolve=True)) == "file:link/x", "a URL as given"
+
+
+def test_a_relative_file_url_follows_its_base_each_time(tmp_path: Path) -> None:
+    """Absolute paths and URLs are read once and reused; a relative ``file:`` URL depends on its
+    base, so it is never taken from what was read before."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert StoragePath.parse("file:x", base=one).path == f"{one}/x"
+    assert StoragePath.parse("file:x", base=two).path == f"{two}/x"
+    assert StoragePath.parse("x", base=two).path == f"{two}/x"
+    assert StoragePath.parse("/a/../b").path == StoragePath.parse("/a/../b").path == "/b"
+
+
+def test_resolving_once_keeps_the_first_reading_of_a_link_within_the_block(tmp_path: Path) -> None:
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "first")
+    memo: dict[str, str] = {}
+    with resolving_once(memo):
+        assert StoragePath.parse("link/x", base=tmp_path, resolve=True).path == f"{tmp_path}/first/x"
+        link.unlink()
+        link.symlink_to(tmp_path / "second")
+        assert StoragePath.parse("link/x", base=tmp_path, resolve=True).path == f"{tmp_path}/first/x", "kept"
+    assert StoragePath.parse("link/x", base=tmp_path, resolve=True).path == f"{tmp_path}/second/x", "read again"
+    with resolving_once({}):
+        assert StoragePath.parse("link/x", base=tmp_path, resolve=True).path == f"{tmp_path}/second/x"
+    assert memo == {f"{tmp_path}/link/x": f"{tmp_path}/first/x"}
 
 
 @pytest.mark.parametrize(
