@@ -11,16 +11,20 @@ reaches every other, plus random chords; costs from 0.5 to 10; one edge in ten r
 three executors, spread over several topology files; and one template pack of cheap copy templates
 (``copy { source = ${params.source.path}, target = ${params.destination.path} }``). No Spark.
 
-The topology and the catalog are loaded once (timed apart: ``load``), then ``--flows`` flows
-(seeded: a random source, one to three other destinations, one or two datasets) are compiled by
-one ``FlowCompiler``, each into its hops: the cheapest paths, every hop's template filled and
-compiled with ``engine.spec.compile_job``. Each plan is checked (a route per destination, ending on
-an edge into it; one DAG per hop in its ``job_spec()``), outside the timing.
+The topology is loaded once (timed apart: ``load``), then ``--flows`` flows (seeded: a random
+source, one to three other destinations, one or two datasets) are compiled, each into its hops: the
+cheapest paths, every hop's template filled and compiled with ``engine.spec.compile_job``. That is
+done ``--rounds`` times, each by a new ``FlowCompiler`` over a new template catalog, so every round
+starts cold (templates parsed, nothing compiled or resolved yet) as a new flow service does; a
+compiler keeps what it compiled, so hops met again in later flows cost less. Each plan is checked
+(a route per destination, ending on an edge into it; one DAG per hop in its ``job_spec()``),
+outside the timing.
 
-Prints the load time, the total compile time, flows/s, hops compiled, the median and p95 per-flow
-milliseconds, and whether the goal (``--goal``, 2 s for the 1,000 flows) is met. ``--profile`` runs
-the compile loop again under cProfile and prints the functions that take the time. The last stdout
-line is JSON. Exit code: 0, or 1 if a plan is wrong (not if the goal is missed).
+Prints the load time, each round's compile time, and for the median round flows/s, hops compiled,
+the median and p95 per-flow milliseconds, and whether the goal (``--goal``, 2 s for the 1,000
+flows, judged on the median round) is met. ``--profile`` runs one more cold round under cProfile
+and prints the functions that take the time. The last stdout line is JSON. Exit code: 0, or 1 if a
+plan is wrong (not if the goal is missed).
 """
 
 from __future__ import annotations
@@ -161,13 +165,15 @@ def compile_all(compiler: FlowCompiler, flows: list[dict[str, Any]]) -> tuple[li
 
 
 PARTS = (
-    ("FlowConf validated", "engine/spec/validation.py", "validate", "compiler.py:compile"),
+    ("FlowConf validated", "engine/spec/validation.py", "validate", "compiler.py:_plan"),
     ("cheapest paths (Dijkstra)", "engine/flow/compiler.py", "_cheapest", None),
     ("  of which Topology.outgoing", "engine/flow/topology.py", "outgoing", None),
     ("hop parameters merged", "engine/flow/compiler.py", "_params", None),
-    ("template filled (HOCON parse)", "engine/flow/templates.py", "fill", None),
-    ("  of which pyhocon parse_string", "pyhocon/config_parser.py", "parse_string", None),
-    ("job compiled (compile_job)", "engine/spec/compile.py", "compile_job", None),
+    ("template filled", "engine/flow/templates.py", "fill", None),
+    ("templates parsed (pyhocon)", "pyhocon/config_parser.py", "parse_string", None),
+    ("hop job kept or compiled", "engine/flow/compiler.py", "_job", None),
+    ("  of which compile_job", "engine/spec/compile.py", "compile_job", None),
+    ("  of which renamed", "engine/spec/compile.py", "renamed", None),
 )
 """What ``--profile`` sums up: (label, file suffix, function, the caller that counts or None)."""
 
@@ -206,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flows", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--goal", type=float, default=2.0, help="seconds for all the flows")
+    parser.add_argument("--rounds", type=int, default=3, help="cold rounds (a new compiler each); the median is judged")
     parser.add_argument("--profile", action="store_true", help="then profile the compile loop (cProfile)")
     parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -220,22 +227,29 @@ def main(argv: list[str] | None = None) -> int:
         flows = make_flows(args.flows, names, rng)
 
         start, load_cpu = time.perf_counter(), time.process_time()
-        catalog = Catalog(templates_dir)
-        graph = load_topology(topology_dir, templates=catalog.names())
+        graph = load_topology(topology_dir, templates=Catalog(templates_dir).names())
         load, load_cpu = time.perf_counter() - start, time.process_time() - load_cpu
-        compiler = FlowCompiler(graph, catalog, warehouse=str(root / "lake"))
         print(
             f"graph: {len(graph.nodes)} nodes, {len(graph.edges)} edges, {len(graph.executors)} executors, "
-            f"{len(catalog.templates)} templates; loaded in {load:.3f} s (CPU {load_cpu:.3f} s; {root})",
+            f"{len(TEMPLATES)} templates; loaded in {load:.3f} s (CPU {load_cpu:.3f} s; {root})",
             flush=True,
         )
 
-        start, cpu = time.perf_counter(), time.process_time()
-        seconds, plans = compile_all(compiler, flows)
-        total, cpu = time.perf_counter() - start, time.process_time() - cpu
+        def new_compiler() -> FlowCompiler:
+            return FlowCompiler(graph, Catalog(templates_dir), warehouse=str(root / "lake"))
 
-        wrong = [(i, why) for i, (p, f) in enumerate(zip(plans, flows, strict=True)) if (why := check(p, f))]
-        hops = sum(len(p.hops) for p in plans)
+        rounds, wrong, hops = [], [], 0
+        for r in range(max(1, args.rounds)):
+            start, cpu = time.perf_counter(), time.process_time()
+            seconds, plans = compile_all(new_compiler(), flows)
+            total, cpu = time.perf_counter() - start, time.process_time() - cpu
+            print(f"round {r + 1}: {total:.3f} s (CPU {cpu:.3f} s)", flush=True)
+            wrong += [(i, why) for i, (p, f) in enumerate(zip(plans, flows, strict=True)) if (why := check(p, f))]
+            hops = sum(len(p.hops) for p in plans)
+            del plans  # a round's plans are checked, then let go: they would slow the next round's GC
+            rounds.append((total, cpu, seconds))
+        total, cpu, seconds = sorted(rounds, key=lambda x: x[0])[len(rounds) // 2]
+
         ms = sorted(s * 1000 for s in seconds)
         p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
         figures = {
@@ -245,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             "hops": hops,
             "load_s": round(load, 4),
             "load_cpu_s": round(load_cpu, 4),
+            "rounds_s": [round(x[0], 3) for x in rounds],
             "total_s": round(total, 3),
             "cpu_s": round(cpu, 3),
             "flows_per_s": round(len(flows) / total, 1),
@@ -257,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             "ok": not wrong,
         }
         per_flow = hops / len(flows)
-        print(f"compiled {len(flows):,} flows into {hops:,} hops ({per_flow:.2f} per flow)")
+        print(f"median round: compiled {len(flows):,} flows into {hops:,} hops ({per_flow:.2f} per flow)")
         print(f"  in {total:.3f} s (CPU {cpu:.3f} s)")
         print(f"  {figures['flows_per_s']:,} flows/s, {figures['ms_per_hop']} ms per hop")
         print(f"  per flow: median {figures['median_ms']} ms, p95 {figures['p95_ms']} ms, max {figures['max_ms']} ms")
@@ -267,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, why in wrong[:10]:
             print(f"error: flow {i}: {why}")
         if args.profile:
-            print(profile(compiler, flows, args.top))
+            print(profile(new_compiler(), flows, args.top))
         print(json.dumps(figures))
         return 1 if wrong else 0
     finally:
