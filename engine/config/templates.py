@@ -61,8 +61,9 @@ class ParsedTemplate:
     _reads: tuple[tuple[str, ...], ...] | None = None
 
     def inputs(self, params: Mapping[str, Any]) -> str | None:
-        """What of ``params`` filling reads, as text: equal for two ``params`` the template fills
-        alike. None when the template is filled by pyhocon or OmegaConf (no list of reads)."""
+        """What of ``params`` the compiled filler reads, as text: two ``params`` with equal inputs
+        are filled alike by it (:meth:`filled` says whether it was the one that filled). None
+        when the template is always filled by pyhocon or OmegaConf."""
         if self._reads is None:
             return None
         values = []
@@ -74,6 +75,11 @@ class ParsedTemplate:
         return repr(values)  # plain data: equal texts, equal values
 
     def fill(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self.filled(params)[0]
+
+    def filled(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The filled template, and whether the compiled filler made it: then it depends on
+        nothing but :meth:`inputs` (pyhocon, for one, also reads dotted keys inside values)."""
         if self._fast is not None:
             try:
                 data = self._fast({PARAMS: params})
@@ -83,8 +89,8 @@ class ParsedTemplate:
                 if not isinstance(data, dict):
                     raise ConfigError(f"expected a mapping at the top, got {type(data).__name__}", file=str(self.path))
                 data.pop(PARAMS, None)
-                return data
-        return fill_template(self.path, params)
+                return data, True
+        return fill_template(self.path, params), False
 
     def section(self, key: str) -> Any:
         """``key`` as written, before any parameter is known: a template's ``parameters``."""

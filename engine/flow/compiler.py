@@ -32,7 +32,7 @@ from typing import Any
 from engine.errors import ConfigError
 from engine.flow.model import EdgeConf, FlowConf
 from engine.flow.templates import Catalog, Template
-from engine.flow.topology import LOCAL, Topology
+from engine.flow.topology import LOCAL, Topology, hop_names
 from engine.sources.conf import LimitsConf
 from engine.spec import JobSpec, compile_job, renamed
 from engine.spec.model import AnyDagSpec
@@ -45,8 +45,9 @@ FLOW_JOB_PREFIX = "flow"
 """A flow's job name is ``flow.<flowGroup>.<flowName>``: its lease, state and run history."""
 _ANY_HOP = "@hop@"
 """The job name a hop's job is compiled under to be kept for other flows (see
-:meth:`FlowCompiler._job`): no flow's hop has it (``@`` is not allowed in names), and a filled
-template that holds it is compiled under its own name and not kept."""
+:meth:`FlowCompiler._job`): no flow's hop has it (flow, group and edge names cannot hold ``@``),
+and a job config whose text holds it (a ``name`` of its own, say) is compiled under the hop's
+name and not kept."""
 KEPT_HOPS = 4096
 """Compiled hop jobs a compiler keeps (the least recently used go first)."""
 
@@ -63,6 +64,7 @@ class Hop:
     after: tuple[str, ...]
     """The hops that must finish first."""
     params: dict[str, Any]
+    """Read-only, as ``job``: a compiler shares them (and their maps) between the hops it keeps."""
     job: dict[str, Any]
     """The filled template: the hop's job config."""
     spec: JobSpec
@@ -169,6 +171,10 @@ class FlowPlan:
 
 
 class FlowCompiler:
+    """Compiles flows over one topology and template catalog, keeping what it compiled for the
+    flows after (see :meth:`_job`): it reads the file system (symbolic links, Avro schemas) once,
+    so make a new one to see it change. One thread at a time."""
+
     def __init__(
         self,
         topology: Topology,
@@ -232,7 +238,7 @@ class FlowCompiler:
             known = ", ".join(sorted(self.topology.executors))
             raise ConfigError(f"unknown executor `{executor}` (known: {known})", key="flow.executor", file=ctx.file)
         hops: list[Hop] = []
-        names = _hop_names(flow.template_uris, key="flow.templateUris", file=ctx.file)
+        names = hop_names(flow.template_uris, key="flow.templateUris", file=ctx.file)
         for i, uri in enumerate(flow.template_uris):
             template = self.catalog.get(uri, key=f"flow.templateUris[{i}]", file=ctx.file)
             hop_name = names[i]
@@ -279,10 +285,8 @@ class FlowCompiler:
             before = best[edge.from_][2]
             after = (of_edge[before[-1]][-1],) if before else ()
             edge_file = self.topology.file_of(f"edges.{edge_name}")
-            stems = _hop_names(edge.templates, key=f"edges.{edge_name}.templates", file=edge_file)
-            for j, uri in enumerate(edge.templates):
+            for j, (uri, hop_name) in enumerate(zip(edge.templates, self.topology.hops_of(edge_name), strict=True)):
                 template = self.catalog.get(uri, key=f"edges.{edge_name}.templates[{j}]", file=edge_file)
-                hop_name = edge_name if j == 0 else f"{edge_name}-{stems[j]}"  # adding a template renames none
                 hop = self._hop(
                     ctx,
                     hop_name,
@@ -428,45 +432,54 @@ class FlowCompiler:
 
     def _job(self, ctx: _Flow, hop: str, template: Template, params: dict[str, Any]) -> tuple[dict[str, Any], JobSpec]:
         """The hop's job config (the filled template) and its spec, compiled by
-        :func:`compile_job`. A hop's job is kept by what it was made from: the template, the
-        parameters it reads (else the filled config itself) and the folder relative paths are
-        read from. It is compiled under a name no config holds, then :func:`renamed` for each hop
-        that has it, so a hop met again (the same edge in many flows) is neither filled nor
-        compiled again."""
+        :func:`compile_job`. What a compiler compiled is kept for the hops met again (the same
+        edge in many flows) under what it was made from, with the flow file's folder (relative
+        paths are read from it) and the template:
+
+        - the parameters the template reads, when its compiled filler filled it (a hit is neither
+          filled nor compiled again: the kept job config is handed out, shared);
+        - else the job config after ``prepare``, as JSON (filled every time, compiled once).
+
+        A kept spec is compiled under :data:`_ANY_HOP` and :func:`renamed` for each hop."""
         job_name = f"{FLOW_JOB_PREFIX}.{ctx.group}.{ctx.name}.{hop}"
-        folder = ctx.folder
         inputs = template.parsed.inputs(params)
-        key = (template.uri, folder, "params", inputs) if inputs is not None else None
-        kept = self._kept.get(key) if key is not None else None
-        if kept is not None and key is not None:
-            self._kept.move_to_end(key)
-        else:
-            job = self._fill(hop, template, params, ctx.file)
-            prepared = self.prepare(job)
+        by_inputs = (template.uri, ctx.folder, "params", inputs) if inputs is not None else None
+        kept = self._kept.get(by_inputs) if by_inputs is not None else None
+        if kept is not None and by_inputs is not None:
+            self._kept.move_to_end(by_inputs)
+            return kept[0], renamed(kept[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
+        job, filled_by_inputs = self._fill(hop, template, params, ctx.file)
+        prepared = self.prepare(job)
+        try:
+            text = json.dumps(prepared)  # keys in order: the order of a job's DAGs is theirs
+        except (TypeError, ValueError):
+            text = _ANY_HOP  # not plain data: compiled, never kept
+        if _ANY_HOP in text:
+            return job, self._compile(ctx, hop, template, prepared, job_name)
+        by_job = (template.uri, ctx.folder, "job", text)
+        found = self._kept.get(by_job)
+        if found is None:
             try:
-                text = json.dumps(prepared)  # keys in order: the order of a job's DAGs is theirs
-            except (TypeError, ValueError):
-                text = _ANY_HOP  # not plain data: compiled, never kept
-            if _ANY_HOP in text:
+                spec = compile_job(prepared, name=_ANY_HOP, file=ctx.file, warehouse=self.warehouse)
+            except ConfigError:  # compiled again under its name, for the error its user should see
                 return job, self._compile(ctx, hop, template, prepared, job_name)
-            key = key or (template.uri, folder, "job", text)
-            kept = self._kept.get(key)
-            if kept is None:
-                try:
-                    spec = compile_job(prepared, name=_ANY_HOP, file=ctx.file, warehouse=self.warehouse)
-                except ConfigError:  # compiled again under its name, for the error its user should see
-                    return job, self._compile(ctx, hop, template, prepared, job_name)
-                self._check(ctx, hop, template, spec)
-                kept = (job, spec)
-            self._kept[key] = kept
-            if len(self._kept) > KEPT_HOPS:
-                self._kept.popitem(last=False)
-        return kept[0], renamed(kept[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
+            self._check(ctx, hop, template, spec)
+            found = (job, spec)
+        self._keep(by_job, found)
+        if filled_by_inputs and by_inputs is not None:
+            self._keep(by_inputs, (job, found[1]))  # this job: another that prepares alike may differ
+        return job, renamed(found[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
+
+    def _keep(self, key: tuple[str, str, str, str], kept: tuple[dict[str, Any], JobSpec]) -> None:
+        self._kept[key] = kept
+        self._kept.move_to_end(key)
+        if len(self._kept) > KEPT_HOPS:
+            self._kept.popitem(last=False)
 
     @staticmethod
-    def _fill(hop: str, template: Template, params: dict[str, Any], file: str | None) -> dict[str, Any]:
+    def _fill(hop: str, template: Template, params: dict[str, Any], file: str | None) -> tuple[dict[str, Any], bool]:
         try:
-            return template.fill(params)
+            return template.filled(params)
         except ConfigError as exc:
             raise ConfigError(
                 f"hop `{hop}`: template `{template.uri}` ({template.file}): {exc.message}",
@@ -519,18 +532,6 @@ class _Flow:
     def folder(self) -> str:
         """Where the hops' relative paths are read from: the flow file's folder."""
         return os.path.dirname(self.file) if self.file else os.getcwd()
-
-
-def _hop_names(uris: list[str], *, key: str, file: str | None) -> list[str]:
-    """Each template's hop name part, from its name alone when that is unique among ``uris``, else
-    ``<pack>-<name>``: it depends on no position, so reordering templates moves no state."""
-    stems = [u.rsplit("/", 1)[-1] for u in uris]
-    out = []
-    for i, uri in enumerate(uris):
-        if uri in uris[:i]:
-            raise ConfigError(f"template `{uri}` is listed twice", key=f"{key}[{i}]", file=file)
-        out.append(stems[i] if stems.count(stems[i]) == 1 else uri.replace("/", "-"))
-    return out
 
 
 def _unknown_node(node: str, nodes: Mapping[str, Any]) -> str:

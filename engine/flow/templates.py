@@ -68,9 +68,13 @@ class Template:
 
     def fill(self, params: dict[str, Any]) -> dict[str, Any]:
         """The job config: the template with ``params`` in place, its ``parameters`` dropped."""
-        job = self.parsed.fill(params)
+        return self.filled(params)[0]
+
+    def filled(self, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """:meth:`fill`, and whether the job depends only on ``parsed.inputs(params)``."""
+        job, by_inputs = self.parsed.filled(params)
         job.pop("parameters", None)
-        return job
+        return job, by_inputs
 
 
 class Catalog:

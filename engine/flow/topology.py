@@ -36,6 +36,19 @@ class Topology:
         """The edges leaving ``node``, by name."""
         return self._adjacency.get(node, [])
 
+    def hops_of(self, edge: str) -> list[str]:
+        """The names of an edge's hops, one per template: ``<edge>`` for the first,
+        ``<edge>-<template>`` for the next ones (adding a template renames none)."""
+        return self._hops[edge]
+
+    @cached_property
+    def _hops(self) -> dict[str, list[str]]:
+        out = {}
+        for name, edge in self.edges.items():
+            stems = hop_names(edge.templates, key=f"edges.{name}.templates", file=self.file_of(f"edges.{name}"))
+            out[name] = [name if j == 0 else f"{name}-{stem}" for j, stem in enumerate(stems)]
+        return out
+
     @cached_property
     def _adjacency(self) -> dict[str, list[tuple[str, EdgeConf]]]:
         out: dict[str, list[tuple[str, EdgeConf]]] = {}
@@ -93,6 +106,35 @@ def _check(topology: Topology, templates: set[str] | None) -> None:
         for i, template in enumerate(edge.templates):
             if templates is not None and template not in templates:
                 raise ConfigError(_unknown("template", template, templates), key=f"{key}.templates[{i}]", file=file)
+    _check_hop_names(topology)
+
+
+def _check_hop_names(topology: Topology) -> None:
+    """Every hop name names one edge's template: it keys the hop's state, lease and DAGs."""
+    owner: dict[str, str] = {}
+    for name in sorted(topology.edges):
+        for hop in topology.hops_of(name):
+            if hop in owner:
+                first, second = sorted((owner[hop], name))
+                raise ConfigError(
+                    f"edges `{first}` and `{second}` both give a hop named `{hop}` (`<edge>-<template>` names an "
+                    "edge's later templates): rename one of them",
+                    key=f"edges.{second}",
+                    file=topology.file_of(f"edges.{second}"),
+                )
+            owner[hop] = name
+
+
+def hop_names(uris: list[str], *, key: str, file: str | None) -> list[str]:
+    """Each template's hop name part, from its name alone when that is unique among ``uris``, else
+    ``<pack>-<name>``: it depends on no position, so reordering templates moves no state."""
+    stems = [u.rsplit("/", 1)[-1] for u in uris]
+    out = []
+    for i, uri in enumerate(uris):
+        if uri in uris[:i]:
+            raise ConfigError(f"template `{uri}` is listed twice", key=f"{key}[{i}]", file=file)
+        out.append(stems[i] if stems.count(stems[i]) == 1 else uri.replace("/", "-"))
+    return out
 
 
 def _unknown(what: str, name: str, known: Any) -> str:

@@ -442,6 +442,32 @@ def test_the_same_name_in_two_topology_files_is_an_error(world: World) -> None:
     assert "defined twice" in err.message
 
 
+def test_two_edges_that_would_give_one_hop_name_are_refused(world: World) -> None:
+    """Edge ``e``'s second template makes hop ``e-two``: an edge named ``e-two`` would share its
+    state and lease."""
+    world.template("p/two", COPY)
+    graph = world.topology("abc", {"e": edge("a", "b", "p/copy", "p/two"), "e-two": edge("b", "c")})
+    err = world.load_error()
+    assert (err.key, err.file) == ("edges.e-two", str(graph))
+    assert "edges `e` and `e-two` both give a hop named `e-two`" in err.message
+
+
+def test_a_template_listed_twice_on_an_edge_is_refused_with_the_topology(world: World) -> None:
+    graph = world.topology("ab", {"a_b": edge("a", "b", "p/copy", "p/copy")})
+    err = world.load_error()
+    assert (err.key, err.file) == ("edges.a_b.templates[1]", str(graph))
+    assert "listed twice" in err.message
+
+
+def test_a_missing_topology_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENGINE_JOBS_DIR", raising=False)
+    missing = tmp_path / "nowhere"
+    raw = read_config(REPO / "jobs" / "flows" / "demo" / "orders_to_replica.conf")
+    with pytest.raises(ConfigError) as info:
+        compile_flow(raw, choice="demo/orders_to_replica", file=None, warehouse=str(tmp_path), topology=str(missing))
+    assert info.value.key == "topology_dir" and str(missing) in info.value.message
+
+
 def test_an_unknown_topology_section_is_named(world: World) -> None:
     path = world.topology_dir / "graph.conf"
     path.write_text('edge { x { from = a, to = b, templates = ["p/copy"], executors = [local] } }')
@@ -1034,3 +1060,44 @@ def test_the_inputs_of_a_template_are_the_parameters_it_reads(tmp_path: Path) ->
     yaml = tmp_path / "t.yaml"
     yaml.write_text("a: ${params.x}\n")
     assert ParsedTemplate(yaml).inputs(base) is None
+
+
+def test_a_parameter_read_through_a_dotted_key_is_not_kept_as_missing(world: World) -> None:
+    """``${params.s3.fs.endpoint}`` misses in ``{"s3": {"fs.endpoint": x}}`` for the compiled
+    filler, and pyhocon finds it: two flows that differ only there get their own jobs."""
+    world.template(
+        "p/s3",
+        "copy { source = ${params.source.path}, target = ${params.destination.path}\n"
+        "  target_options { endpoint = ${params.s3.fs.endpoint} } }\n",
+    )
+    world.topology("ab", {"a_b": edge("a", "b", "p/s3")})
+    compiler = world.compiler()
+    for name in ("one", "two"):
+        body = flow("a", "b", properties={"s3": {"fs.endpoint": f"http://{name}:9000"}})
+        hop = compiler.compile(body, group="g", name=name, file=world.flow_file).hop("a_b")
+        assert hop.job["copy"]["target_options"] == {"endpoint": f"http://{name}:9000"}
+        assert hop.spec.dags[0].copy.target_options == {"endpoint": f"http://{name}:9000"}  # type: ignore[union-attr]
+
+
+def test_two_jobs_that_prepare_alike_keep_their_own_configs(world: World) -> None:
+    """``prepare`` may make two configs one (two encryptions of one secret decrypt alike): each hop
+    still shows its own config, and the compiled job is shared."""
+    (world.templates_dir / "p" / "y.yaml").write_text(
+        "parameters: {required: [src, dst]}\n"
+        "copy:\n  source: ${params.src}\n  target: ${params.dst}\n  source_options:\n    password: ${params.pw}\n"
+    )
+    world.topology("ab", {"a_b": edge("a", "b")})
+    graph, catalog = world.load()
+
+    def reveal(job: dict[str, Any]) -> dict[str, Any]:
+        options = {**job["copy"]["source_options"], "password": "s3cret"}
+        return {**job, "copy": {**job["copy"], "source_options": options}}
+
+    compiler = FlowCompiler(graph, catalog, warehouse=str(world.warehouse), prepare=reveal)
+    paths = {"src": str(world.data / "a"), "dst": str(world.data / "b")}
+    for name, token in (("one", "ENC(token-1)"), ("two", "ENC(token-2)")):
+        body = {"templateUris": ["p/y"], "properties": {**paths, "pw": token}}
+        (hop,) = compiler.compile(body, group="g", name=name, file=world.flow_file).hops
+        assert hop.job["copy"]["source_options"]["password"] == token
+        assert hop.spec.dags[0].copy.source_options == {"password": "s3cret"}  # type: ignore[union-attr]
+        assert hop.spec.name == f"flow.g.{name}.y"
