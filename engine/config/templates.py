@@ -70,7 +70,7 @@ class ParsedTemplate:
         for parts in self._reads:
             at: Any = params
             for part in parts:
-                at = at.get(part, _MISSING) if isinstance(at, Mapping) else _MISSING
+                at = at.get(part, _MISSING) if type(at) is dict or isinstance(at, Mapping) else _MISSING
             values.append(None if at is _MISSING else (at,))
         return repr(values)  # plain data: equal texts, equal values
 
@@ -171,7 +171,7 @@ class _Ref:
     def find(self, params: Mapping[str, Any]) -> tuple[bool, Any]:
         at: Any = params
         for part in self.parts:
-            if not isinstance(at, Mapping) or part not in at:
+            if not (type(at) is dict or isinstance(at, Mapping)) or part not in at:
                 if self.parts[0] != PARAMS:
                     raise _Slow  # an environment variable or another key of the file
                 return False, None

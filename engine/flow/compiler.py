@@ -456,18 +456,19 @@ class FlowCompiler:
             text = _ANY_HOP  # not plain data: compiled, never kept
         if _ANY_HOP in text:
             return job, self._compile(ctx, hop, template, prepared, job_name)
-        by_job = (template.uri, ctx.folder, "job", text)
-        found = self._kept.get(by_job)
+        if filled_by_inputs and by_inputs is not None:
+            key, found = by_inputs, None
+        else:
+            key = (template.uri, ctx.folder, "job", text)
+            found = self._kept.get(key)
         if found is None:
             try:
                 spec = compile_job(prepared, name=_ANY_HOP, file=ctx.file, warehouse=self.warehouse)
             except ConfigError:  # compiled again under its name, for the error its user should see
                 return job, self._compile(ctx, hop, template, prepared, job_name)
             self._check(ctx, hop, template, spec)
-            found = (job, spec)
-        self._keep(by_job, found)
-        if filled_by_inputs and by_inputs is not None:
-            self._keep(by_inputs, (job, found[1]))  # this job: another that prepares alike may differ
+            found = (job, spec)  # a hit by the job's JSON hands out its own job: prepare may make two one
+        self._keep(key, found)
         return job, renamed(found[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
 
     def _keep(self, key: tuple[str, str, str, str], kept: tuple[dict[str, Any], JobSpec]) -> None:
@@ -568,7 +569,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def _lookup(params: Mapping[str, Any], dotted: str) -> Any:
     at: Any = params
     for part in dotted.split("."):
-        if not isinstance(at, Mapping) or part not in at:
+        if not (type(at) is dict or isinstance(at, Mapping)) or part not in at:
             return None
         at = at[part]
     return at
