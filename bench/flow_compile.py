@@ -4,11 +4,13 @@ Run from the repository root (after ``bash scripts/bootstrap.sh``)::
 
     .venv/bin/python bench/flow_compile.py                        # 100 nodes, 300 edges, 1,000 flows
     .venv/bin/python bench/flow_compile.py --flows 200 --profile  # where the time goes (cProfile)
+    .venv/bin/python bench/flow_compile.py --topology-format json # the graph in JSON files
 
 Builds, in a temporary directory, a seeded pseudo-random flow graph: ``--nodes`` data nodes (each a
 folder that exists), ``--edges`` flow edges (a directed ring through every node, so that every node
 reaches every other, plus random chords; costs from 0.5 to 10; one edge in ten runs two templates),
-three executors, spread over several topology files; and one template pack of cheap copy templates
+three executors, spread over several topology files (HOCON, or JSON with ``--topology-format``);
+and one template pack of cheap copy templates
 (``copy { source = ${params.source.path}, target = ${params.destination.path} }``). No Spark.
 
 The topology is loaded once (timed apart: ``load``), then ``--flows`` flows (seeded: a random
@@ -82,7 +84,12 @@ def template_text(extra: str) -> str:
     )
 
 
-def build(root: Path, nodes: int, edges: int, rng: random.Random) -> tuple[Path, Path, list[str]]:
+def write(folder: Path, stem: str, body: dict[str, Any], fmt: str) -> None:
+    text = json.dumps(body, indent=1) if fmt == "json" else hocon(body)
+    (folder / f"{stem}.{fmt}").write_text(text)
+
+
+def build(root: Path, nodes: int, edges: int, rng: random.Random, fmt: str = "conf") -> tuple[Path, Path, list[str]]:
     """The topology folder, the templates folder and the node names."""
     topology, templates, data = root / "topology", root / "templates", root / "data"
     for folder in (topology, templates / PACK, data):
@@ -113,13 +120,13 @@ def build(root: Path, nodes: int, edges: int, rng: random.Random) -> tuple[Path,
         if rng.random() < 0.2:
             body["properties"] = {"checksum": rng.choice(["md5", "sha1", "crc32"])}
         edge_confs[f"e{i:03d}_{a}_{b}"] = body
-    (topology / "nodes.conf").write_text(hocon({"nodes": node_confs}))
-    (topology / "executors.conf").write_text(hocon({"executors": EXECUTORS}))
+    write(topology, "nodes", {"nodes": node_confs}, fmt)
+    write(topology, "executors", {"executors": EXECUTORS}, fmt)
     keys = list(edge_confs)
     rng.shuffle(keys)
     for f in range(EDGE_FILES):
         part = {k: edge_confs[k] for k in keys[f::EDGE_FILES]}
-        (topology / f"edges-{f}.conf").write_text(hocon({"edges": part}))
+        write(topology, f"edges-{f}", {"edges": part}, fmt)
     return topology, templates, names
 
 
@@ -211,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--edges", type=int, default=300)
     parser.add_argument("--flows", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20)
+    parser.add_argument("--topology-format", choices=["conf", "json"], default="conf", help="the topology files'")
     parser.add_argument("--goal", type=float, default=2.0, help="seconds for all the flows")
     parser.add_argument("--rounds", type=int, default=3, help="cold rounds (a new compiler each); the median is judged")
     parser.add_argument("--profile", action="store_true", help="then profile the compile loop (cProfile)")
@@ -223,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="engine-flow-bench-"))
     try:
-        topology_dir, templates_dir, names = build(root, args.nodes, args.edges, rng)
+        topology_dir, templates_dir, names = build(root, args.nodes, args.edges, rng, args.topology_format)
         flows = make_flows(args.flows, names, rng)
 
         start, load_cpu = time.perf_counter(), time.process_time()
@@ -231,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         load, load_cpu = time.perf_counter() - start, time.process_time() - load_cpu
         print(
             f"graph: {len(graph.nodes)} nodes, {len(graph.edges)} edges, {len(graph.executors)} executors, "
-            f"{len(TEMPLATES)} templates; loaded in {load:.3f} s (CPU {load_cpu:.3f} s; {root})",
+            f"{len(TEMPLATES)} templates; {args.topology_format} files loaded in {load:.3f} s "
+            f"(CPU {load_cpu:.3f} s; {root})",
             flush=True,
         )
 

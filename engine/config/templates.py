@@ -8,6 +8,7 @@ the library that reads the file, so a template is written in the file's own synt
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pyparsing import ParseBaseException
 
 from engine.errors import ConfigError
 
+JSON = ".json"
 PARAMS = "params"
 """The root key a template reads its parameters under: ``${params.table}``."""
 
@@ -40,7 +42,10 @@ class ParsedTemplate:
         self.path = path
         self._tree: Any = None
         self._fast: Callable[[Mapping[str, Any]], Any] | None = None
-        if path.suffix == ".conf":
+        if path.suffix == JSON:
+            data = _json(_read(path), path)
+            self._fast, self._reads = (lambda params: _plain(data)), ()
+        elif path.suffix == ".conf":
             try:
                 self._tree = ConfigFactory.parse_string(path.read_text(), resolve=False, basedir=str(path.parent))
             except OSError as exc:
@@ -222,21 +227,52 @@ def _values(given: list[Any], params: Mapping[str, Any]) -> Any:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """A HOCON (``.conf``) or YAML file as a plain dict, substitutions resolved."""
+    """A HOCON (``.conf``), YAML or JSON file as a plain dict, substitutions resolved."""
     return fill_template(path, None)
 
 
 def fill_template(path: Path, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """The file at ``path`` with ``${params.<name>}`` resolved from ``params``; the ``params`` key
-    itself is not in the result. ``None``: no ``params`` are defined (a plain config file)."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
-    data = _hocon(text, path, params) if path.suffix == ".conf" else _yaml(text, path, params)
+    itself is not in the result. ``None``: no ``params`` are defined (a plain config file). A JSON
+    file is read as it is: JSON has no substitutions (in HOCON too, a quoted ``"${x}"`` is text)."""
+    text = _read(path)
+    if path.suffix == JSON:
+        data = _json(text, path)
+    else:
+        data = _hocon(text, path, params) if path.suffix == ".conf" else _yaml(text, path, params)
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping at the top, got {type(data).__name__}", file=str(path))
     data.pop(PARAMS, None)
+    return data
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
+
+
+def _json(text: str, path: Path) -> Any:
+    """JSON, every key of an object once (pyhocon would merge a key given twice; JSON readers keep
+    one of them or the other, so it is refused)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(f"`{key}` is given twice in one object", file=str(path))
+            out[key] = value
+        return out
+
+    try:
+        data = json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"cannot parse JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping at the top, got {type(data).__name__}", file=str(path))
     return data
 
 

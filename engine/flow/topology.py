@@ -14,7 +14,8 @@ from engine.errors import ConfigError
 from engine.flow.model import NAME, EdgeConf, ExecutorConf, NodeConf, TopologyConf
 from engine.spec.validation import validate
 
-SUFFIXES = (".conf", ".yaml", ".yml")
+SUFFIXES = (".conf", ".yaml", ".yml", ".json")
+"""A generated graph is read fastest as JSON (no substitutions): pyhocon reads about 20 KB/s."""
 SECTIONS = ("nodes", "edges", "executors")
 LOCAL = "local"
 """The executor a flow without ``source`` runs on unless it names one; every topology has it

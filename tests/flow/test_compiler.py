@@ -468,6 +468,36 @@ def test_a_missing_topology_folder_is_named(tmp_path: Path, monkeypatch: pytest.
     assert info.value.key == "topology_dir" and str(missing) in info.value.message
 
 
+def test_a_topology_in_json_files_is_the_same_graph(world: World) -> None:
+    """JSON is read as it is: the same graph as HOCON, a quoted ``${...}`` kept as text (as HOCON
+    keeps it), and a key given twice in one object refused."""
+    world.template("p/two", COPY)
+    world.topology("abcdef", TIED_EDGES)
+    hocon_plan = world.compile(TIED_FLOW).describe()
+    hocon_graph = world.load()[0]
+    shutil.rmtree(world.topology_dir)
+    world.topology_dir.mkdir()
+    nodes = {n: world.node(n) for n in "abcdef"}
+    (world.topology_dir / "nodes.json").write_text(json.dumps({"nodes": nodes}))
+    (world.topology_dir / "edges.json").write_text(json.dumps({"edges": TIED_EDGES}, indent=2))
+    json_graph = world.load()[0]
+    assert (json_graph.nodes, json_graph.edges, json_graph.executors) == (
+        hocon_graph.nodes,
+        hocon_graph.edges,
+        hocon_graph.executors,
+    )
+    assert world.compile(TIED_FLOW).describe() == hocon_plan
+    text = {"nodes": {"g": {"kind": "lake", "properties": {"path": "${params.warehouse}/g"}}}}
+    (world.topology_dir / "more.json").write_text(json.dumps(text))
+    assert world.load()[0].nodes["g"].properties == {"path": "${params.warehouse}/g"}
+    (world.topology_dir / "more.json").write_text('{"nodes": {"g": {"kind": "lake"}, "g": {"kind": "folder"}}}')
+    err = world.load_error()
+    assert err.file == str(world.topology_dir / "more.json") and "`g` is given twice" in err.message
+    (world.topology_dir / "more.json").write_text('{"nodes": {"g": {"kind": "lake"},}}')
+    err = world.load_error()
+    assert "cannot parse JSON" in err.message and "line 1, column" in err.message
+
+
 def test_an_unknown_topology_section_is_named(world: World) -> None:
     path = world.topology_dir / "graph.conf"
     path.write_text('edge { x { from = a, to = b, templates = ["p/copy"], executors = [local] } }')
