@@ -9,6 +9,9 @@ under :class:`EngineError`.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_CONFIG = 2
@@ -67,3 +70,10 @@ class JobBusyError(EngineError):
     """Another run of the same job holds its lease; nothing was done."""
 
     exit_code = EXIT_BUSY
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"did you mean `<closest>`? "`` for the known name closest to ``name``, or ``""``: the start
+    of the hint of an "unknown ..." error."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean `{close[0]}`? " if close else ""

@@ -6,7 +6,6 @@ other config file in the pack's folder is a template: an ordinary job file that 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config.templates import ParsedTemplate, read_config
-from engine.errors import ConfigError
+from engine.errors import ConfigError, did_you_mean
 from engine.flow.model import NAME, PackConf, ParametersConf
 from engine.spec.validation import validate
 
@@ -110,8 +109,7 @@ class Catalog:
     def get(self, uri: str, *, key: str, file: str | None) -> Template:
         found = self.templates.get(uri)
         if found is None:
-            close = difflib.get_close_matches(uri, list(self.templates), n=1)
-            hint = f"did you mean `{close[0]}`? " if close else ""
+            hint = did_you_mean(uri, self.templates)
             known = ", ".join(sorted(self.templates)) or f"none under {self.root}"
             raise ConfigError(f"unknown template `{uri}` ({hint}known: {known})", key=key, file=file)
         return found

@@ -3,14 +3,13 @@ checked whole (a dangling node, an unknown template or executor is a config erro
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from engine.config.templates import ParsedTemplate
-from engine.errors import ConfigError
+from engine.errors import ConfigError, did_you_mean
 from engine.flow.model import NAME, EdgeConf, ExecutorConf, NodeConf, TopologyConf
 from engine.spec.validation import validate
 
@@ -69,8 +68,7 @@ def load_topology(folder: Path, *, templates: set[str] | None = None, params: di
         data = ParsedTemplate(path).fill(params or {})
         for section, value in data.items():
             if section not in SECTIONS:
-                close = difflib.get_close_matches(section, SECTIONS, n=1)
-                hint = f"did you mean `{close[0]}`? " if close else ""
+                hint = did_you_mean(section, SECTIONS)
                 raise ConfigError(f"unknown key ({hint}known: {', '.join(SECTIONS)})", key=section, file=str(path))
             if not isinstance(value, dict):
                 raise ConfigError("expected a mapping of names", key=section, file=str(path))
@@ -140,6 +138,4 @@ def hop_names(uris: list[str], *, key: str, file: str | None) -> list[str]:
 
 def _unknown(what: str, name: str, known: Any) -> str:
     names = sorted(known)
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f"did you mean `{close[0]}`? " if close else ""
-    return f"unknown {what} `{name}` ({hint}known: {', '.join(names) or 'none'})"
+    return f"unknown {what} `{name}` ({did_you_mean(name, names)}known: {', '.join(names) or 'none'})"

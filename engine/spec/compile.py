@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from engine.converters import CONVERTERS
-from engine.errors import ConfigError
+from engine.errors import ConfigError, did_you_mean
 from engine.plugins import Anchors, PluginConf, PluginEntry, Registry
 from engine.sinks import SINKS
 from engine.sources import SOURCES
@@ -436,8 +436,7 @@ def _compile_sink(name: str, raw: dict[str, Any], key: str, dag: DagConf, ctx: _
     entry, conf = _plugin(SINKS, raw, key, ctx)
     branches = [*BUILTIN_BRANCHES, *dag.forks]
     if conf.from_ not in branches:
-        close = difflib.get_close_matches(conf.from_, branches, n=1)
-        hint = f"did you mean `{close[0]}`? " if close else ""
+        hint = did_you_mean(conf.from_, branches)
         raise ConfigError(
             f"sink `{name}` reads from branch `{conf.from_}`, which no fork defines; "
             f"{hint}branches: {', '.join(branches)}",

@@ -8,7 +8,7 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
 _MAX_LISTED = 8
@@ -55,8 +55,7 @@ def _describe(model: type[BaseModel], err: Any) -> str:
         return "missing required key"
     if kind == "union_tag_invalid":
         tag, known = str(err["ctx"]["tag"]), re.findall(r"'([^']*)'", str(err["ctx"]["expected_tags"]))
-        close = difflib.get_close_matches(tag, known, n=1)
-        hint = f"did you mean `{close[0]}`? " if close else ""
+        hint = did_you_mean(tag, known)
         return f"unknown type `{tag}` ({hint}known: {', '.join(known)})"
     if kind == "extra_forbidden":
         known = _known_keys(model, err["loc"][:-1])
