@@ -3,7 +3,8 @@ dicts, and fill a job template with its parameters.
 
 A template is an ordinary job file (HOCON or YAML) that refers to its parameters as
 ``${params.<name>}``; filling it resolves those references (and HOCON's own ``${?ENV}``) with
-the library that reads the file, so a template is written in the file's own syntax.
+the library that reads the file, so a template is written in the file's own syntax. A topology
+file may also be JSON, read as it is (the fastest to read; no substitutions).
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def read_config(path: Path) -> dict[str, Any]:
 def fill_template(path: Path, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """The file at ``path`` with ``${params.<name>}`` resolved from ``params``; the ``params`` key
     itself is not in the result. ``None``: no ``params`` are defined (a plain config file). A JSON
-    file is read as it is: JSON has no substitutions (in HOCON too, a quoted ``"${x}"`` is text)."""
+    file is read as it is, and may not hold ``${``: JSON has no substitutions."""
     text = _read(path)
     if path.suffix == JSON:
         data = _json(text, path)
@@ -267,6 +268,7 @@ def _json(text: str, path: Path) -> Any:
 
     try:
         data = json.loads(text, object_pairs_hook=unique)
+        _no_substitutions(data, "", path)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"cannot parse JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(path)
@@ -274,6 +276,23 @@ def _json(text: str, path: Path) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping at the top, got {type(data).__name__}", file=str(path))
     return data
+
+
+def _no_substitutions(value: Any, key: str, path: Path) -> None:
+    """Refuse ``${...}`` in a JSON file's text: it would stay text there (a file converted from
+    HOCON would keep ``${params.warehouse}`` in its paths)."""
+    if isinstance(value, str) and "${" in value:
+        raise ConfigError(
+            "a JSON file has no substitutions: write it as HOCON (.conf) or YAML to read `${...}`",
+            key=key,
+            file=str(path),
+        )
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _no_substitutions(v, f"{key}.{k}" if key else str(k), path)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _no_substitutions(v, f"{key}[{i}]", path)
 
 
 def _hocon(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:

@@ -36,17 +36,17 @@ class Topology:
         """The edges leaving ``node``, by name."""
         return self._adjacency.get(node, [])
 
-    def hops_of(self, edge: str) -> list[str]:
+    def hops_of(self, edge: str) -> tuple[str, ...]:
         """The names of an edge's hops, one per template: ``<edge>`` for the first,
         ``<edge>-<template>`` for the next ones (adding a template renames none)."""
         return self._hops[edge]
 
     @cached_property
-    def _hops(self) -> dict[str, list[str]]:
+    def _hops(self) -> dict[str, tuple[str, ...]]:
         out = {}
         for name, edge in self.edges.items():
             stems = hop_names(edge.templates, key=f"edges.{name}.templates", file=self.file_of(f"edges.{name}"))
-            out[name] = [name if j == 0 else f"{name}-{stem}" for j, stem in enumerate(stems)]
+            out[name] = tuple(name if j == 0 else f"{name}-{stem}" for j, stem in enumerate(stems))
         return out
 
     @cached_property
@@ -113,13 +113,12 @@ def _check_hop_names(topology: Topology) -> None:
     owner: dict[str, str] = {}
     for name in sorted(topology.edges):
         for hop in topology.hops_of(name):
-            if hop in owner:
-                first, second = sorted((owner[hop], name))
+            if hop in owner:  # edges are visited in name order: owner[hop] sorts first
                 raise ConfigError(
-                    f"edges `{first}` and `{second}` both give a hop named `{hop}` (`<edge>-<template>` names an "
+                    f"edges `{owner[hop]}` and `{name}` both give a hop named `{hop}` (`<edge>-<template>` names an "
                     "edge's later templates): rename one of them",
-                    key=f"edges.{second}",
-                    file=topology.file_of(f"edges.{second}"),
+                    key=f"edges.{name}",
+                    file=topology.file_of(f"edges.{name}"),
                 )
             owner[hop] = name
 
@@ -128,11 +127,19 @@ def hop_names(uris: list[str], *, key: str, file: str | None) -> list[str]:
     """Each template's hop name part, from its name alone when that is unique among ``uris``, else
     ``<pack>-<name>``: it depends on no position, so reordering templates moves no state."""
     stems = [u.rsplit("/", 1)[-1] for u in uris]
-    out = []
+    out: list[str] = []
     for i, uri in enumerate(uris):
         if uri in uris[:i]:
             raise ConfigError(f"template `{uri}` is listed twice", key=f"{key}[{i}]", file=file)
-        out.append(stems[i] if stems.count(stems[i]) == 1 else uri.replace("/", "-"))
+        name = stems[i] if stems.count(stems[i]) == 1 else uri.replace("/", "-")
+        if name in out:  # p/t and q/t are named p-t and q-t: a template r/p-t would be p-t too
+            first = uris[out.index(name)]
+            raise ConfigError(
+                f"templates `{first}` and `{uri}` would both name hops `{name}`: rename one of them",
+                key=f"{key}[{i}]",
+                file=file,
+            )
+        out.append(name)
     return out
 
 

@@ -452,6 +452,25 @@ def test_two_edges_that_would_give_one_hop_name_are_refused(world: World) -> Non
     assert "edges `e` and `e-two` both give a hop named `e-two`" in err.message
 
 
+@pytest.mark.parametrize("routed", [True, False], ids=["on-an-edge", "listed"])
+def test_templates_that_would_name_two_hops_alike_are_refused(world: World, routed: bool) -> None:
+    """``p/t`` and ``q/t`` name hops ``p-t`` and ``q-t``: a template ``r/p-t`` would be ``p-t`` too."""
+    for pack in ("q", "r"):
+        world.pack(pack)
+    for uri in ("p/t", "q/t", "r/p-t"):
+        world.template(uri, COPY)
+    if routed:
+        graph = world.topology("ab", {"e": edge("a", "b", "p/copy", "p/t", "q/t", "r/p-t")})
+        err = world.load_error()
+        assert (err.key, err.file) == ("edges.e.templates[3]", str(graph))
+    else:
+        world.topology("ab")
+        paths = {"source.path": str(world.data / "a"), "destination.path": str(world.data / "b")}
+        err = world.error({"templateUris": ["p/t", "q/t", "r/p-t"], "properties": paths})
+        assert (err.key, err.file) == ("flow.templateUris[2]", world.flow_file)
+    assert "templates `p/t` and `r/p-t` would both name hops `p-t`" in err.message
+
+
 def test_a_template_listed_twice_on_an_edge_is_refused_with_the_topology(world: World) -> None:
     graph = world.topology("ab", {"a_b": edge("a", "b", "p/copy", "p/copy")})
     err = world.load_error()
@@ -469,8 +488,8 @@ def test_a_missing_topology_folder_is_named(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_a_topology_in_json_files_is_the_same_graph(world: World) -> None:
-    """JSON is read as it is: the same graph as HOCON, a quoted ``${...}`` kept as text (as HOCON
-    keeps it), and a key given twice in one object refused."""
+    """JSON is read as it is: the same graph as HOCON; a ``${...}`` (which would stay text) and a
+    key given twice in one object are refused."""
     world.template("p/two", COPY)
     world.topology("abcdef", TIED_EDGES)
     hocon_plan = world.compile(TIED_FLOW).describe()
@@ -489,7 +508,9 @@ def test_a_topology_in_json_files_is_the_same_graph(world: World) -> None:
     assert world.compile(TIED_FLOW).describe() == hocon_plan
     text = {"nodes": {"g": {"kind": "lake", "properties": {"path": "${params.warehouse}/g"}}}}
     (world.topology_dir / "more.json").write_text(json.dumps(text))
-    assert world.load()[0].nodes["g"].properties == {"path": "${params.warehouse}/g"}
+    err = world.load_error()
+    assert (err.key, err.file) == ("nodes.g.properties.path", str(world.topology_dir / "more.json"))
+    assert "a JSON file has no substitutions" in err.message
     (world.topology_dir / "more.json").write_text('{"nodes": {"g": {"kind": "lake"}, "g": {"kind": "folder"}}}')
     err = world.load_error()
     assert err.file == str(world.topology_dir / "more.json") and "`g` is given twice" in err.message
