@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 from engine.commit.batch import BatchRef, Staged
 from engine.sinks.delta import stage_delta
 from engine.state.backends import AUTO
-from engine.state.delta_table import VERSION_PROPERTY, meta_table, never_written, retry_conflicts
+from engine.state.delta_create import VERSION_PROPERTY
+from engine.state.delta_table import meta_table, never_written, retry_conflicts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

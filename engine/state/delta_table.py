@@ -24,10 +24,9 @@ import os
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,14 +52,13 @@ from engine.errors import ConfigError, EngineError
 from engine.state.backends import AUTO, RUST_SCHEMES
 from engine.state.conflicts import is_transient
 from engine.state.damage import find_damage
+from engine.state.delta_create import VERSION_PROPERTY, first_commit, first_remote_commit
 from engine.state.errors import MetadataDamagedError
-from engine.storage.blobs import blobs
 from engine.storage.options import local_path, scheme, store_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-VERSION_PROPERTY = "engine.schema_version"
 TIDY_AT_FILES = 24
 """A metadata table is tidied once it holds this many data files: compacted into one file,
 checkpointed, and files removed more than the table's retention ago (7 days) deleted. Every append
@@ -413,91 +411,6 @@ class RustMetaTable(MetaTable):
                 return table.to_pyarrow_table(columns=names, filters=filters)
 
 
-def first_commit(path: str, schema_json: str, configuration: dict[str, str]) -> bool:
-    """Create a Delta table of ``schema_json`` (Spark's schema JSON) at the local ``path``: its
-    commit 0 (protocol 1/2, no partitions), put only if absent. ``False``: it already existed."""
-    log_dir = os.path.join(path, "_delta_log")
-    os.makedirs(log_dir, exist_ok=True)
-    text, checksum = _creation(schema_json, configuration)
-    target = os.path.join(log_dir, f"{0:020d}.json")
-    temp = os.path.join(log_dir, f".engine-create-{uuid.uuid4().hex}.tmp")  # not a commit name: ignored
-    with open(temp, "w", encoding="utf-8") as out:
-        out.write(text)
-    try:
-        os.link(temp, target)  # atomic and complete, fails if present
-        created = True
-    except FileExistsError:
-        return False
-    except OSError:  # a file system without hard links: exclusive create, then the content
-        created = _exclusive_write(target, text)
-    finally:
-        os.unlink(temp)
-    if created:
-        _write_checksum(log_dir, checksum)
-    return created
-
-
-def first_remote_commit(url: str, options: Mapping[str, str], schema_json: str, configuration: dict[str, str]) -> bool:
-    """:func:`first_commit` on an object store: commit 0 put only if absent (a conditional put:
-    :meth:`engine.storage.blobs.Blobs.create`), then its checksum. ``False``: it already existed."""
-    text, checksum = _creation(schema_json, configuration)
-    log_dir = blobs(f"{url.rstrip('/')}/_delta_log", options)
-    if not log_dir.create(f"{0:020d}.json", text.encode()):
-        return False
-    try:  # best effort, as on a disk: a table without it is valid
-        log_dir.write(f"{0:020d}.crc", checksum.encode())
-    except EngineError as exc:
-        log.debug("no checksum for %s: %s", url, exc)
-    return True
-
-
-def _creation(schema_json: str, configuration: dict[str, str]) -> tuple[str, str]:
-    """Commit 0 of a new table and its checksum (``.crc``, as Delta writes one for an empty table:
-    without it, Delta's first commit to the table rebuilds version 0's state with Spark jobs to
-    derive the next checksum, seconds on a first run)."""
-    now = int(time.time() * 1000)
-    protocol: dict[str, Any] = {"minReaderVersion": 1, "minWriterVersion": 2}
-    metadata: dict[str, Any] = {
-        "id": str(uuid.uuid4()),
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": schema_json,
-        "partitionColumns": [],
-        "configuration": configuration,
-        "createdTime": now,
-    }
-    actions = [
-        {"commitInfo": {"timestamp": now, "operation": "CREATE TABLE", "isBlindAppend": True, "engineInfo": "engine"}},
-        {"protocol": protocol},
-        {"metaData": metadata},
-    ]
-    checksum = {
-        "tableSizeBytes": 0,
-        "numFiles": 0,
-        "numMetadata": 1,
-        "numProtocol": 1,
-        "setTransactions": [],
-        "domainMetadata": [],
-        "metadata": metadata,
-        "protocol": protocol,
-        "allFiles": [],
-    }
-    text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
-    return text, json.dumps(checksum, separators=(",", ":"))
-
-
-def _write_checksum(log_dir: str, checksum: str) -> None:
-    """Version 0's checksum; best effort: a table without one is valid."""
-    temp = os.path.join(log_dir, f".engine-crc-{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8") as out:
-            out.write(checksum)
-        os.replace(temp, os.path.join(log_dir, f"{0:020d}.crc"))
-    except OSError as exc:
-        log.debug("no checksum for %s: %s", log_dir, exc)
-        with suppress(OSError):
-            os.unlink(temp)
-
-
 _COMMIT_DIRS = ("_staged_commits", "_commits")
 """Folders of the log that Delta may create empty with a table."""
 
@@ -521,16 +434,6 @@ def never_written(path: str) -> bool:
             return not any(json.loads(line).get("add") for line in commit if line.strip())
     except (OSError, ValueError, AttributeError):
         return False
-
-
-def _exclusive_write(path: str, text: str) -> bool:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    return True
 
 
 _FLAT_TYPES = {

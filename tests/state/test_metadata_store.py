@@ -196,7 +196,7 @@ class TestDeltaMetadataStoreOnS3(StateStoreContract, StatusStoreContract, Commit
     def test_two_creators_of_one_table_make_one(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from engine.state.delta_table import first_remote_commit
+        from engine.state.delta_create import first_remote_commit
 
         url = f"{self.root}/race"
         with ThreadPoolExecutor(4) as pool:

@@ -10,7 +10,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from engine.state.delta_table import VERSION_PROPERTY, MetaTable, RustMetaTable, first_commit
+from engine.state.delta_create import VERSION_PROPERTY, first_commit
+from engine.state.delta_table import MetaTable, RustMetaTable
 
 DDL = "job STRING, n BIGINT, at TIMESTAMP"
 
