@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 import traceback
@@ -78,7 +79,7 @@ def run_task(
     debug = bool(app.data.get("debug"))
     _configure_logging(debug)
     started = time.monotonic()
-    run_id = new_run_id()
+    run_id = os.environ.pop(RUN_ID_ENV, "") or new_run_id()  # taken once: not by a multirun's next run, nor a hop
     job = app.job_choice or (f"flow.{app.flow_choice.replace('/', '.')}" if app.flow_choice else "?")
     stop = stop or Stop()
     secrets = Secrets()
@@ -99,6 +100,10 @@ def run_task(
     if on_summary is not None:
         on_summary(code, summary)
     return code
+
+
+RUN_ID_ENV = "ENGINE_RUN_ID"
+"""The run id of the next run of this process (the flow service names a flow's execution so)."""
 
 
 def new_run_id() -> str:

@@ -44,6 +44,9 @@ PARENT = "ENGINE_FLOW_PARENT"
 RESIGNAL_SECONDS = 5.0
 """A stopped flow signals a submitted hop again this often until it ends (spark-submit.sh passes
 SIGTERM to the Python driver, which exists only once the JVM has started it)."""
+OWNER_GROUPS = "ENGINE_OWNER_GROUPS"
+"""The groups of the flow's ``owner`` (comma-separated), for the template packs' ``group:<name>``
+principals: the flow service sets it from the owner's user record, having checked the flow."""
 NOT_FORWARDED = ("flow", "hop", "mode", "warehouse", "progress", "topology_dir")
 """Command-line keys a submitted hop gets from the flow rather than from the parent's command."""
 
@@ -65,6 +68,7 @@ def execute_flow(
         warehouse=warehouse,
         topology=conf.topology_dir,
         prepare=prepare,
+        groups=tuple(g for g in os.environ.get(OWNER_GROUPS, "").split(",") if g),
     )
     log.info("flow %s/%s compiled: %d hop(s)", plan.group, plan.name, len(plan.hops))
     if conf.mode == "plan":

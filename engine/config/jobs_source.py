@@ -44,9 +44,20 @@ def locate_job(choice: str) -> Path | None:
     return locate(jobs_root() / choice)
 
 
+FLOWS_DIR_ENV = "ENGINE_FLOWS_DIR"
+"""Where ``flow=<group>/<name>`` files are found instead of ``jobs/flows/``: the flow service
+points a run at the version of the flow it stored (templates stay under ``jobs/templates/``)."""
+
+
+def flows_root() -> Path:
+    """``$ENGINE_FLOWS_DIR``, else ``jobs/flows/``."""
+    env = os.environ.get(FLOWS_DIR_ENV)
+    return Path(env).resolve() if env else jobs_root() / FLOWS_DIR
+
+
 def locate_flow(choice: str) -> Path | None:
     """The file behind ``flow=<choice>`` (``<flowGroup>/<flowName>``)."""
-    return locate(jobs_root() / FLOWS_DIR / choice)
+    return locate(flows_root() / choice)
 
 
 def locate(base: Path) -> Path | None:
@@ -135,7 +146,7 @@ class JobsConfigSource(ConfigSource):
         """``job/demo/orders.yaml`` -> (``jobs/``, ``demo/orders``), ``flow/demo/x`` -> (``jobs/flows/``,
         ``demo/x``); ``None`` outside the two groups."""
         path = config_path.removesuffix(".yaml").strip("/")
-        for group, root in ((GROUP, jobs_root()), (FLOW_GROUP, jobs_root() / FLOWS_DIR)):
+        for group, root in ((GROUP, jobs_root()), (FLOW_GROUP, flows_root())):
             if path == group:
                 return root, ""
             if path.startswith(group + "/"):

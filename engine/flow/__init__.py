@@ -2,6 +2,6 @@
 that serve it (:mod:`engine.flow.compiler`). Pure: no pyspark here."""
 
 from engine.flow.compiler import FlowCompiler, FlowPlan, Hop
-from engine.flow.load import compile_flow
+from engine.flow.load import compile_flow, flow_compiler
 
-__all__ = ["FlowCompiler", "FlowPlan", "Hop", "compile_flow"]
+__all__ = ["FlowCompiler", "FlowPlan", "Hop", "compile_flow", "flow_compiler"]

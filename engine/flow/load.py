@@ -31,8 +31,10 @@ def compile_flow(
     warehouse: str,
     topology: str | None = None,
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    groups: tuple[str, ...] = (),
 ) -> FlowPlan:
-    """The plan of flow ``choice`` (``<group>/<name>``, its config ``raw`` from ``file``)."""
+    """The plan of flow ``choice`` (``<group>/<name>``, its config ``raw`` from ``file``);
+    ``groups``: those of the flow's ``owner``, for the packs' ``group:<name>`` principals."""
     group, _, name = choice.rpartition("/")
     if not group or "/" in group or not NAME.fullmatch(group) or not NAME.fullmatch(name):
         raise ConfigError(
@@ -40,11 +42,18 @@ def compile_flow(
             "each named with letters, digits, `_` and `-` (not first)",
             key="flow",
         )
+    compiler = flow_compiler(warehouse=warehouse, topology=topology, prepare=prepare)
+    return compiler.compile(raw, group=group, name=name, file=file, groups=groups)
+
+
+def flow_compiler(
+    *, warehouse: str, topology: str | None, prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> FlowCompiler:
+    """A compiler over the flow graph in ``topology`` (``conf/topology/``) and ``jobs/templates/``."""
     folder = topology_dir(topology)
     if not folder.is_dir():
         raise ConfigError(f"the flow graph's folder {folder} does not exist", key="topology_dir")
     catalog = Catalog(jobs_root() / TEMPLATES_DIR)
     params = {"warehouse": warehouse, "jobs": str(jobs_root())}
     graph = load_topology(folder, templates=catalog.names(), params=params)
-    compiler = FlowCompiler(graph, catalog, warehouse=warehouse, prepare=prepare)
-    return compiler.compile(raw, group=group, name=name, file=file)
+    return FlowCompiler(graph, catalog, warehouse=warehouse, prepare=prepare)
