@@ -68,15 +68,16 @@ class_path="$(ls "$root"/.cache/classpath/*.jar 2>/dev/null | paste -sd: - || tr
 class_path_opts=()
 [ -n "$class_path" ] && class_path_opts=(--driver-class-path "$class_path" --conf "spark.executor.extraClassPath=$class_path")
 
-# The engine travels to executors as a zip, rebuilt when a source file is newer than it.
+# The engine travels to executors as a zip, rebuilt when a source file is newer than it. Several
+# launches at once (a flow service, a scheduler) each build under their own name and rename it over.
 zip="$root/.cache/engine.zip"
 if [ ! -f "$zip" ] || [ -n "$(find "$root/engine" -name '*.py' -newer "$zip" -print -quit)" ]; then
-  (cd "$root" && "$venv/bin/python" - "$zip" <<'PY'
+  (cd "$root" && "$venv/bin/python" - "$zip" "$zip.$$.tmp" <<'PY'
 import sys, zipfile, pathlib
-with zipfile.ZipFile(sys.argv[1] + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as z:
     for p in sorted(pathlib.Path("engine").rglob("*.py")):
         z.write(p)
-pathlib.Path(sys.argv[1] + ".tmp").replace(sys.argv[1])
+pathlib.Path(sys.argv[2]).replace(sys.argv[1])
 PY
   )
 fi

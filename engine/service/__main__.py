@@ -1,0 +1,5 @@
+import sys
+
+from engine.service.cli import main
+
+sys.exit(main())

@@ -1,0 +1,117 @@
+"""The flow service as its users reach it: ``serve.sh`` started on a loopback port, users made
+with ``serve.sh users add``, requests over HTTP. One service is shared by the tests that only
+talk to it; tests that stop or kill a service start their own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from cryptography.fernet import Fernet
+
+from tests.e2e import REPO
+
+SERVE = REPO / "serve.sh"
+START_SECONDS = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def add_user(warehouse: Path, name: str, *groups: str, admin: bool = False) -> str:
+    """``serve.sh users add``: the token, its last line."""
+    args = [str(SERVE), "users", "add", name, *(a for g in groups for a in ("--group", g))]
+    done = subprocess.run(
+        [*args, *(["--admin"] if admin else []), f"warehouse={warehouse}"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+@dataclass
+class Served:
+    """A running ``serve.sh`` and the tokens of its users."""
+
+    warehouse: Path
+    env: dict[str, str]
+    port: int = field(default_factory=free_port)
+    tokens: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Served:
+        self.log = self.warehouse.parent / f"serve-{self.port}-{time.time_ns()}.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [str(SERVE), "--port", str(self.port), f"warehouse={self.warehouse}"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    return self
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        raise AssertionError(f"the service did not start: {self.log.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def stop_gracefully(self) -> None:
+        """SIGTERM: uvicorn finishes the requests in flight, then ends by the signal."""
+        assert self.stop() in (0, -signal.SIGTERM)
+        assert self.log is not None and "Application shutdown complete" in self.log.read_text()
+
+    def user(self, name: str, *groups: str, admin: bool = False) -> str:
+        self.tokens[name] = add_user(self.warehouse, name, *groups, admin=admin)
+        return self.tokens[name]
+
+    def call(self, method: str, path: str, who: str | None = None, **kw: Any) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
+        headers.update(kw.pop("headers", {}))
+        return requests.request(method, f"{self.url}{path}", headers=headers, timeout=30, **kw)
+
+
+def service_env(tmp: Path) -> dict[str, str]:
+    """The service's environment: a master key for the secrets it stores, the test's Python."""
+    key = tmp / "master.key"
+    if not key.exists():
+        key.write_text(Fernet.generate_key().decode())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    return {**env, "ENGINE_MASTER_KEY_FILE": str(key)}
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One service for the tests that only talk to it, with users admin, carol (group analysts,
+    allowed by the demo's template pack) and bob (group ops)."""
+    tmp = tmp_path_factory.mktemp("service")
+    found = Served(tmp / "wh", service_env(tmp))
+    found.user("admin", admin=True)
+    found.user("carol", "analysts")
+    found.user("bob", "ops")
+    found.start()
+    yield found
+    found.stop_gracefully()

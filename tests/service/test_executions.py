@@ -1,0 +1,107 @@
+"""Executions through the service, end to end: each is a real ``spark-submit.sh flow=...`` run.
+
+One flow is run twice at once (the second is SKIPPED: two executions of a flow never overlap),
+the service is killed while the first runs and started again, and the first is found, watched and
+ends SUCCEEDED with its hops; its data is read with delta-rs and pyarrow. Another execution is
+cancelled through the API."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from tests.service.conftest import Served, service_env
+
+pytestmark = pytest.mark.e2e
+
+FLOW = {"source": "demo_landing", "destinations": ["demo_replica"], "datasets": ["orders"]}
+ENDED = ("SUCCEEDED", "PARTIAL", "FAILED", "SKIPPED", "CANCELLED")
+RUN_SECONDS = 300.0
+
+
+def wait_for(served: Served, execution: str, who: str, *, until: tuple[str, ...] = ENDED) -> dict[str, Any]:
+    deadline = time.monotonic() + RUN_SECONDS
+    while time.monotonic() < deadline:
+        found = served.call("GET", f"/flowexecutions/{execution}", who).json()
+        if found["executionStatus"] in until:
+            return found  # type: ignore[no-any-return]
+        time.sleep(1)
+    raise AssertionError(f"execution {execution} did not reach {until}: {found}")
+
+
+def started(served: Served) -> bool:
+    """Whether the run's driver has begun (its lease is taken: a cancel now is the run's)."""
+    return any((served.warehouse / "_engine" / "leases").glob("flow.*/*.json"))
+
+
+@pytest.fixture
+def own_service(tmp_path: Path) -> Served:
+    served = Served(tmp_path / "wh", service_env(tmp_path))
+    served.user("carol", "analysts")
+    served.user("bob", "ops")
+    return served.start()
+
+
+def test_a_flow_runs_once_at_a_time_and_survives_its_service_being_killed(own_service: Served) -> None:
+    served = own_service
+    made = served.call("POST", "/flowconfigs", "carol", json={"flowGroup": "team", "flowName": "orders", **FLOW})
+    assert made.status_code == 201, made.text
+    first = served.call("POST", "/flowexecutions", "carol", json={"flowGroup": "team", "flowName": "orders"})
+    second = served.call("POST", "/flowexecutions", "carol", json={"flowGroup": "team", "flowName": "orders"})
+    assert first.status_code == second.status_code == 201
+    one, two = first.json()["flowExecutionId"], second.json()["flowExecutionId"]
+    assert first.json()["executionStatus"] == "RUNNING" and first.json()["requestedBy"] == "carol"
+    served.stop(signal.SIGKILL)  # both runs go on without their service
+    served.start()  # and are found again: watched until they end
+
+    ended = {e: wait_for(served, e, "carol") for e in (one, two)}
+    statuses = sorted(e["executionStatus"] for e in ended.values())
+    assert statuses == ["SKIPPED", "SUCCEEDED"], ended  # whichever run took the flow's lease first
+    ran, skipped = sorted(ended.values(), key=lambda e: e["executionStatus"] == "SKIPPED")
+    assert skipped["exitCode"] == 3 and ran["flowExecutionId"] in skipped["message"], "the reason names the other"
+    done = ran
+    assert done["exitCode"] == 0, served.call("GET", f"/flowexecutions/{done['flowExecutionId']}/output", "carol").text
+    hops = {j["jobName"]: j for j in done["jobStatuses"]}
+    assert [hops[h]["executionStatus"] for h in ("demo_landing_to_lake", "demo_lake_to_replica")] == ["SUCCEEDED"] * 2
+    assert hops["demo_landing_to_lake"]["processedCount"] == 48 and hops["demo_landing_to_lake"]["errorCount"] == 2
+    assert hops["demo_landing_to_lake"]["highWatermark"], "the hop's watermark is part of its status"
+
+    lake = DeltaTable(str(served.warehouse / "lake" / "orders")).to_pyarrow_table()
+    assert lake.num_rows == 46  # 48 read, 2 rejected to the error table
+    replica = [p for p in (served.warehouse / "replica" / "orders").glob("*.parquet")]
+    assert sum(pq.read_table(p).num_rows for p in replica) == 46
+
+    listed = served.call("GET", "/flowstatuses/team/orders", "carol").json()
+    assert [s["flowExecutionId"] for s in listed] == [two, one], "newest first"
+    assert {s["flowExecutionId"]: s["executionStatus"] for s in listed} == {
+        e: ended[e]["executionStatus"] for e in ended
+    }
+    output = served.call("GET", f"/flowexecutions/{done['flowExecutionId']}/output", "carol").text
+    assert '"status": "SUCCEEDED"' in output and done["flowExecutionId"] in output
+    assert served.call("GET", "/flowconfigs/team/orders/history", "carol").json()[0]["version"] == 1
+    served.stop_gracefully()
+
+
+def test_a_running_execution_is_cancelled_gracefully(own_service: Served) -> None:
+    served = own_service
+    served.call("POST", "/flowconfigs", "carol", json={"flowGroup": "team", "flowName": "stopped", **FLOW})
+    execution = served.call("POST", "/flowexecutions", "carol", json={"flowGroup": "team", "flowName": "stopped"})
+    one = execution.json()["flowExecutionId"]
+    assert served.call("DELETE", f"/flowexecutions/{one}", "bob").status_code == 403
+    deadline = time.monotonic() + RUN_SECONDS
+    while not started(served) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    cancelled = served.call("DELETE", f"/flowexecutions/{one}", "carol")
+    assert cancelled.status_code == 202 and cancelled.json()["cancelRequested"]
+    done = wait_for(served, one, "carol")
+    assert done["executionStatus"] == "CANCELLED" and done["message"] == "cancelled by carol"
+    assert served.call("DELETE", f"/flowexecutions/{one}", "carol").status_code == 409
+    lake = served.warehouse / "lake" / "orders"
+    assert not lake.exists() or DeltaTable(str(lake)).to_pyarrow_table().num_rows in (0, 46), "all or nothing"
+    served.stop_gracefully()
