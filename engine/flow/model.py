@@ -38,6 +38,9 @@ class FlowConf(_Strict):
     schedule: str = ""
     """A cron expression (``0 * * * *``), or empty for a flow run on demand; the flow service
     schedules it."""
+    catchup: bool = False
+    """Slots of the ``schedule`` missed while no flow service was scheduling: run once when it
+    resumes (true) or skip them (false); either way the flow's schedule status says so."""
     run_immediately: bool = Field(default=False, alias="runImmediately")
     """Run once as soon as the flow is created or changed (the flow service)."""
     template_uris: list[str] = Field(default=[], alias="templateUris")

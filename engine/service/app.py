@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 
 from engine import __version__
 from engine.config.redact import redact
@@ -25,6 +28,7 @@ from engine.service.checks import FlowChecks, check_shape, seal_secrets
 from engine.service.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, Unauthenticated
 from engine.service.executions import Executions
 from engine.service.flowstore import FlowStore, StoredFlow
+from engine.service.scheduler import Scheduler
 from engine.service.users import User, Users
 
 log = logging.getLogger(__name__)
@@ -39,6 +43,13 @@ class Service:
     groups: FlowGroups
     checks: FlowChecks
     executions: Executions
+    scheduler: Scheduler | None = None
+    """None: this instance never schedules (``serve.sh --no-scheduler``)."""
+
+    def start(self, flow: StoredFlow, *, by: str, trigger: str) -> dict[str, Any]:
+        """Start an execution of ``flow`` as its owner, whose groups the template packs see."""
+        groups = self.owner_groups(flow.config.get("owner"))
+        return self.executions.start(flow, by=by, trigger=trigger, owner_groups=groups)
 
     def owner_groups(self, owner: str | None) -> tuple[str, ...]:
         """The groups of the user a flow runs as (for the packs' ``group:<name>`` principals)."""
@@ -77,13 +88,20 @@ JsonBody = Annotated[Any, Depends(_json_body)]
 
 
 def create_app(service: Service) -> FastAPI:
-    app = FastAPI(title="engine flow service", version=__version__)
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if service.scheduler is not None:  # a graceful stop gives the leader lease back
+            await run_in_threadpool(service.scheduler.stop)
+
+    app = FastAPI(title="engine flow service", version=__version__, lifespan=lifespan)
     app.state.service = service
     _errors(app)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__}
+        leader = service.scheduler is not None and service.scheduler.leader
+        return {"status": "ok", "version": __version__, "leader": leader}
 
     @app.get("/whoami")
     def whoami(me: Authed) -> dict[str, Any]:
@@ -136,6 +154,12 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/flowconfigs/{group}/{name}/history")
     def history(me: Authed, group: str, name: str) -> list[dict[str, Any]]:
         return [{**redact(f.describe()), "action": f.action} for f in service.flows.history(group, name)]
+
+    @app.get("/flowconfigs/{group}/{name}/schedule")
+    def schedule(me: Authed, group: str, name: str) -> dict[str, Any]:
+        if service.scheduler is None:
+            raise NotFound("this instance does not schedule (it was started with --no-scheduler)")
+        return service.scheduler.describe(_flow(group, name))
 
     # -- flow groups ----------------------------------------------------------------------------
 
@@ -219,9 +243,8 @@ def create_app(service: Service) -> FastAPI:
         return service.flows.save(group, name, sealed, by=me.name, action=action)  # type: ignore[arg-type]
 
     def _start(me: User, flow: StoredFlow, *, trigger: str) -> dict[str, Any]:
-        owner = flow.config.get("owner")
-        service.groups.check_run(me, flow.group, owner)
-        return service.executions.start(flow, by=me.name, trigger=trigger, owner_groups=service.owner_groups(owner))
+        service.groups.check_run(me, flow.group, flow.config.get("owner"))
+        return service.start(flow, by=me.name, trigger=trigger)
 
     def _run_if_asked(me: User, stored: StoredFlow) -> str | None:
         if not stored.config.get("runImmediately"):

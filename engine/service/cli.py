@@ -105,11 +105,15 @@ def _serve(args: list[str], warehouse: str, topology: str | None) -> int:
     from engine.service.checks import FlowChecks
     from engine.service.executions import Executions, Launch
     from engine.service.flowstore import FlowStore
+    from engine.service.scheduler import SCHEDULER, Scheduler, SchedulerConf
     from engine.service.users import Users
 
     parser = _parser("serve.sh", "run the flow service (HTTP, JSON)")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--no-scheduler", action="store_true", help="never schedule flows (API only)")
+    parser.add_argument("--tick", type=float, default=2.0, help="seconds between the scheduler's looks")
+    parser.add_argument("--leader-ttl", type=float, default=30.0, help="seconds a dead leader blocks the others")
     parsed = parser.parse_args(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = store_root(warehouse)
@@ -121,12 +125,25 @@ def _serve(args: list[str], warehouse: str, topology: str | None) -> int:
         checks=FlowChecks(warehouse=warehouse, topology=topology),
         executions=Executions(root, Launch(SUBMIT, warehouse, overrides)),
     )
+    if not parsed.no_scheduler:
+        service.scheduler = Scheduler(
+            root,
+            flows=service.flows.listed,
+            start=lambda flow, trigger: service.start(flow, by=SCHEDULER, trigger=trigger),
+            conf=SchedulerConf(tick_seconds=parsed.tick, lease_seconds=parsed.leader_ttl),
+        )
+        service.scheduler.run_in_background()
     ended = service.executions.recover()
+    service.executions.watch_orphans()
     if ended:
         logging.getLogger("engine.service").warning(
             "executions that ended while the service was down: %s", ", ".join(ended)
         )
-    uvicorn.run(create_app(service), host=parsed.host, port=parsed.port, log_level="info")
+    try:
+        uvicorn.run(create_app(service), host=parsed.host, port=parsed.port, log_level="info")
+    finally:
+        if service.scheduler is not None:
+            service.scheduler.stop()  # the leader lease is given back: another instance leads at once
     return 0
 
 

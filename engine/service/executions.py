@@ -55,6 +55,7 @@ EXECUTION_COLUMNS = (
     ("host", "string"),
     ("pid", "long"),
     ("pid_start", "string"),
+    ("service", "string"),
     ("exit_code", "long"),
     ("start_time", "timestamp"),
     ("end_time", "timestamp"),
@@ -78,6 +79,9 @@ exit "$code"
 stops gracefully) and writes its exit code to a file: a service started again after the one that
 launched it died cannot wait for the process, but reads how it ended."""
 POLL_SECONDS = 1.0
+"""How often an adopted execution (started by a service process that is gone) is looked at."""
+ORPHAN_SECONDS = 5.0
+"""How often a service looks for executions whose service process is gone."""
 """How often an adopted execution (started by an earlier service process) is looked at."""
 
 
@@ -100,6 +104,8 @@ class Executions:
         self._cancellers: dict[str, str] = {}
         """The executions cancelled through this service, and by whom."""
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._watched: set[str] = set()
+        """The executions this service watches: it started them, or adopted them."""
         self._lock = threading.Lock()
 
     # -- starting -------------------------------------------------------------------------------
@@ -143,6 +149,7 @@ class Executions:
             "host": socket.gethostname(),
             "pid": proc.pid,
             "pid_start": _pid_start(proc.pid),
+            "service": _this_service(),
             "exit_code": None,
             "start_time": utcnow(),
             "end_time": None,
@@ -151,6 +158,7 @@ class Executions:
         self.table.append([row])
         with self._lock:
             self._procs[execution] = proc
+            self._watched.add(execution)
         threading.Thread(target=self._watch, args=(row, proc), name=f"execution-{execution}", daemon=True).start()
         log.info("execution %s of flow %s/%s started (pid %d) by %s", execution, flow.group, flow.name, proc.pid, by)
         return row
@@ -277,25 +285,41 @@ class Executions:
     # -- after a restart ------------------------------------------------------------------------
 
     def recover(self) -> list[str]:
-        """Find the executions of this host that have no end: watch again those still running,
-        end those that are gone. The ids it ended."""
+        """Find the executions of this host that have no end and no live service watching them
+        (it was killed, or stopped): watch again those still running, end those that are gone.
+        The ids it ended. Called at start and every :data:`ORPHAN_SECONDS` after."""
         ended = []
         here = socket.gethostname()
         for row in self._newest().values():
-            if row["end_time"] is not None or row["host"] != here:
+            execution = row["execution_id"]
+            if row["end_time"] is not None or row["host"] != here or execution in self._watched:
                 continue
+            if row["service"] != _this_service() and _service_alive(row["service"]):
+                continue  # its own service watches it
             if _alive(int(row["pid"] or 0), row["pid_start"]):
-                threading.Thread(
-                    target=self._poll, args=(row,), name=f"execution-{row['execution_id']}", daemon=True
-                ).start()
-                log.info("execution %s (pid %s) still runs: watched again", row["execution_id"], row["pid"])
+                self._watched.add(execution)
+                threading.Thread(target=self._poll, args=(row,), name=f"execution-{execution}", daemon=True).start()
+                log.info("execution %s (pid %s) still runs: watched by this service now", execution, row["pid"])
             else:
                 self._end(row, None)
-                ended.append(row["execution_id"])
+                ended.append(execution)
         return ended
 
+    def watch_orphans(self) -> None:
+        """:meth:`recover` every :data:`ORPHAN_SECONDS`, on a thread of its own."""
+
+        def loop() -> None:
+            while True:
+                time.sleep(ORPHAN_SECONDS)
+                try:
+                    self.recover()
+                except Exception:  # the store unreachable: next time
+                    log.exception("cannot look for executions left by another service")
+
+        threading.Thread(target=loop, name="orphans", daemon=True).start()
+
     def _poll(self, row: dict[str, Any]) -> None:
-        """Wait for a process this service did not start (no exit code to be had)."""
+        """Wait for a process this service did not start (its exit code is in its file)."""
         while _alive(int(row["pid"] or 0), row["pid_start"]):
             time.sleep(POLL_SECONDS)
         self._end(row, None)
@@ -374,6 +398,18 @@ def _pid_start(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+def _this_service() -> str:
+    """This service process, ``host:pid:start``: who watches the executions it starts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_pid_start(os.getpid()) or ''}"
+
+
+def _service_alive(service: str | None) -> bool:
+    """Whether the service process ``host:pid:start`` (on this host) still runs."""
+    _, _, rest = (service or "").partition(":")
+    pid, _, start = rest.partition(":")
+    return pid.isdigit() and _alive(int(pid), start or None)
 
 
 def _alive(pid: int, start: str | None) -> bool:

@@ -48,6 +48,8 @@ class Served:
     env: dict[str, str]
     port: int = field(default_factory=free_port)
     tokens: dict[str, str] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
+    """More ``serve.sh`` options (``--tick``, ``--no-scheduler``)."""
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
 
@@ -59,7 +61,7 @@ class Served:
         self.log = self.warehouse.parent / f"serve-{self.port}-{time.time_ns()}.log"
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [str(SERVE), "--port", str(self.port), f"warehouse={self.warehouse}"],
+                [str(SERVE), "--port", str(self.port), *self.flags, f"warehouse={self.warehouse}"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=self.env,
