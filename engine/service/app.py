@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from engine import __version__
@@ -28,6 +28,8 @@ from engine.service.checks import FlowChecks, check_shape, seal_secrets
 from engine.service.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, Unauthenticated
 from engine.service.executions import Executions
 from engine.service.flowstore import FlowStore, StoredFlow
+from engine.service.metrics import CONTENT_TYPE, exposition
+from engine.service.page import COOKIE, install_pages
 from engine.service.scheduler import Scheduler
 from engine.service.users import User, Users
 
@@ -63,6 +65,8 @@ def _user(request: Request) -> User:
     """The user the request's bearer token belongs to; :class:`Unauthenticated` otherwise."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
+    if not header and request.method == "GET":  # the status page's cookie: reading only
+        scheme, token = "bearer", request.cookies.get(COOKIE, "")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("send `Authorization: Bearer <token>` (`serve.sh users add` makes users and tokens)")
     found = request.app.state.service.users.authenticate(token.strip())
@@ -97,11 +101,16 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="engine flow service", version=__version__, lifespan=lifespan)
     app.state.service = service
     _errors(app)
+    install_pages(app, service)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
         leader = service.scheduler is not None and service.scheduler.leader
         return {"status": "ok", "version": __version__, "leader": leader}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics(me: Authed) -> Response:
+        return Response(exposition(service), media_type=CONTENT_TYPE)
 
     @app.get("/whoami")
     def whoami(me: Authed) -> dict[str, Any]:

@@ -247,6 +247,10 @@ class Executions:
         rows = [r for r in self._newest().values() if r["flow_group"] == group and r["flow_name"] == name]
         return sorted(rows, key=lambda r: r["start_time"], reverse=True)[:limit]
 
+    def all(self) -> list[dict[str, Any]]:
+        """Every execution's newest row."""
+        return list(self._newest().values())
+
     def _newest(self) -> dict[tuple[Any, ...], dict[str, Any]]:
         return newest(self.table.rows(), "execution_id", order="changed_at")
 

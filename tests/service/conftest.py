@@ -5,6 +5,7 @@ talk to it; tests that stop or kill a service start their own."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +22,8 @@ from cryptography.fernet import Fernet
 from tests.e2e import REPO
 
 SERVE = REPO / "serve.sh"
+ARTIFACTS = Path(os.environ.get("ENGINE_TEST_ARTIFACTS", REPO / ".cache" / "test-artifacts"))
+"""Where browser tests keep their screenshots (scripts/chromium.sh installs the browser)."""
 START_SECONDS = 60.0
 
 
@@ -117,3 +120,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     found.start()
     yield found
     found.stop_gracefully()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium driven by Selenium, both from Debian's packages (scripts/chromium.sh)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as DriverService
+
+    driver_path, chromium = shutil.which("chromedriver"), shutil.which("chromium")
+    assert driver_path and chromium, "no chromium/chromedriver on PATH: run `bash scripts/chromium.sh install`"
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=DriverService(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()

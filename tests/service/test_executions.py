@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from tests.service.conftest import Served, service_env
+from tests.service.conftest import ARTIFACTS, Served, service_env
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +48,7 @@ def own_service(tmp_path: Path) -> Served:
     return served.start()
 
 
-def test_a_flow_runs_once_at_a_time_and_survives_its_service_being_killed(own_service: Served) -> None:
+def test_a_flow_runs_once_at_a_time_and_survives_its_service_being_killed(own_service: Served, browser: Any) -> None:
     served = own_service
     made = served.call("POST", "/flowconfigs", "carol", json={"flowGroup": "team", "flowName": "orders", **FLOW})
     assert made.status_code == 201, made.text
@@ -85,7 +85,43 @@ def test_a_flow_runs_once_at_a_time_and_survives_its_service_being_killed(own_se
     output = served.call("GET", f"/flowexecutions/{done['flowExecutionId']}/output", "carol").text
     assert '"status": "SUCCEEDED"' in output and done["flowExecutionId"] in output
     assert served.call("GET", "/flowconfigs/team/orders/history", "carol").json()[0]["version"] == 1
+
+    metrics = served.call("GET", "/metrics", "carol").text
+    assert 'engine_flow_executions_total{status="SUCCEEDED"} 1.0' in metrics
+    assert 'engine_flow_executions_total{status="SKIPPED"} 1.0' in metrics
+    assert "engine_flow_execution_duration_seconds_count 2.0" in metrics and "engine_scheduler_leader 1.0" in metrics
+    see_the_status_page(served, browser, done["flowExecutionId"])
     served.stop_gracefully()
+
+
+def see_the_status_page(served: Served, browser: Any, execution: str) -> None:
+    """Sign in with a token in a real browser, find the flow and its executions coloured by status,
+    open the flow's page and its hops; keep screenshots."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{served.url}/")
+    assert browser.current_url.endswith("/login"), "not signed in: the page asks for a token"
+    browser.find_element(By.ID, "token").send_keys("eng_wrong")
+    browser.find_element(By.ID, "login").click()
+    assert browser.find_element(By.ID, "refused").is_displayed()
+    browser.find_element(By.ID, "token").send_keys(served.tokens["carol"])
+    browser.find_element(By.ID, "login").click()
+    assert browser.find_element(By.ID, "user").text == "carol"
+    badges = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "span.status")]
+    assert sorted(badges) == ["SKIPPED", "SUCCEEDED"]
+    green = browser.find_element(By.CSS_SELECTOR, "span.status.SUCCEEDED").value_of_css_property("background-color")
+    assert green == "rgba(46, 125, 50, 1)", "a success is green"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "status-page-flows.png"))
+
+    browser.find_element(By.LINK_TEXT, "orders").click()
+    hops = browser.find_element(By.ID, "hops").text
+    assert execution in browser.find_element(By.TAG_NAME, "body").text
+    assert "demo_landing_to_lake SUCCEEDED lake/files_to_delta 48 2" in hops
+    assert "demo_lake_to_replica SUCCEEDED lake/table_copy 6 0" in hops
+    browser.save_screenshot(str(ARTIFACTS / "status-page-flow.png"))
+    browser.find_element(By.LINK_TEXT, "output").click()
+    assert '"status": "SUCCEEDED"' in browser.find_element(By.TAG_NAME, "body").text
 
 
 def test_a_running_execution_is_cancelled_gracefully(own_service: Served) -> None:
