@@ -99,16 +99,36 @@ class Lease:
         held = self.holder()
         if held is not None:
             raise self._busy(held)
-        if not self.files.create(f"{top + 1}.json", json.dumps(self._record()).encode()):
+        mine = top + 1
+        if not self.files.create(f"{mine}.json", json.dumps(self._record()).encode()):
             # another run took this generation a moment ago
             raise self._busy(self.holder() or {"run_id": "?", "host": "?", "pid": "?"})
-        self.generation = top + 1
-        for old in gens:  # earlier generations are history
-            self.files.delete(f"{old}.json")
+        rival = self._rival(mine)
+        if rival is not None:  # two runs listed before a release and made two generations: both yield
+            self.files.delete(f"{mine}.json")
+            raise self._busy(rival)
+        self.generation = mine
+        for old in self._generations():  # earlier generations are history
+            if old < mine:
+                self.files.delete(f"{old}.json")
         self._thread = threading.Thread(target=self._renew_loop, name="lease", daemon=True)
         self._thread.start()
         log.info("%s: lease generation %d taken by run %s", self._subject, self.generation, self.run_id)
         return self
+
+    def _rival(self, mine: int) -> dict[str, Any] | None:
+        """Another run's claim that stands beside generation ``mine``, made a moment ago: a newer
+        generation, or an older one still held. (A run that listed the generations, saw the lease
+        held, and created the next one after the holder released it, races one that listed after
+        the release and created the first one again.)"""
+        for gen in self._generations():
+            if gen > mine:
+                return self._read(gen) or {"run_id": "?", "host": "?", "pid": "?"}
+            if gen < mine:
+                found = self._read(gen)
+                if found is not None and _alive(found):
+                    return found
+        return None
 
     def release(self) -> None:
         """Give the lease back: delete this run's generation, and the directories the lease made
@@ -118,14 +138,23 @@ class Lease:
             self._thread.join(timeout=5)
         if self.generation is None:
             return
-        if self.still_held():
+        if self._mine():  # (not another run's, made after this one's expired)
             self.files.delete(f"{self.generation}.json")
         self.generation = None
         self.files.tidy(3)
 
     def still_held(self) -> bool:
-        gens = self._generations()
-        return self.generation is not None and bool(gens) and gens[-1] == self.generation
+        """This run's generation is there, its own, and not expired. (While it is not, no other
+        run can hold the lease: one that makes a newer generation meanwhile yields to it.)"""
+        found = self._mine()
+        return found is not None and float(found.get("expires", 0)) > time.time()
+
+    def _mine(self) -> dict[str, Any] | None:
+        """This run's generation's record, if it is still this run's."""
+        if self.generation is None:
+            return None
+        found = self._read(self.generation)
+        return found if found is not None and found.get("run_id") == self.run_id else None
 
     def check(self) -> None:
         """Raise if this run lost its lease (it stalled past its expiry and another run took it)."""

@@ -64,7 +64,10 @@ class LocalBlobs(Blobs):
         self.where = str(directory)
 
     def names(self) -> list[str]:
-        return sorted(p.name for p in self.dir.iterdir() if p.is_file()) if self.dir.is_dir() else []
+        try:  # (another process may remove the directory meanwhile: tidy)
+            return sorted(p.name for p in self.dir.iterdir() if p.is_file())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def read(self, name: str) -> bytes | None:
         try:
@@ -73,11 +76,20 @@ class LocalBlobs(Blobs):
             return None
 
     def create(self, name: str, data: bytes) -> bool:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
+        for _ in range(10):  # another process may remove the empty directory meanwhile (tidy)
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:  # made and removed by others while it was being made
+                continue
+            try:
+                fd = os.open(self.dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                break
+            except FileExistsError:
+                return False
+            except FileNotFoundError:
+                continue
+        else:
+            raise FileNotFoundError(f"cannot create {self.dir / name}: its directory keeps disappearing")
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         return True

@@ -97,6 +97,41 @@ def test_of_many_racing_runs_exactly_one_wins(root: str) -> None:
     won[0].release()
 
 
+def test_runs_taking_and_giving_back_the_lease_in_a_loop_never_hold_it_together(tmp_path: Path) -> None:
+    """A run that listed the generations while another held the lease, and created the next one
+    just after it was released, must not stand beside a run that listed after the release and
+    created the first generation again: of two such claims, neither or one holds."""
+    inside, most, held = [0], [0], [0]
+    lock = threading.Lock()
+    start = threading.Barrier(6)
+
+    def run(i: int) -> None:
+        start.wait()
+        mine, deadline = 0, time.monotonic() + 20
+        while mine < 5 and time.monotonic() < deadline:
+            lease = Lease(str(tmp_path / "_engine"), "orders", run_id=f"run-{i}-{time.time_ns()}", ttl_seconds=60)
+            try:
+                lease.acquire()
+            except JobBusyError:
+                time.sleep(0.001)
+                continue
+            mine += 1
+            with lock:
+                inside[0] += 1
+                most[0], held[0] = max(most[0], inside[0]), held[0] + 1
+            time.sleep(0.0005)
+            with lock:
+                inside[0] -= 1
+            lease.release()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1 and held[0] == 30
+
+
 def test_a_holder_that_lost_its_lease_may_not_publish(root: str) -> None:
     stale = Lease(root, "orders", run_id="slow", ttl_seconds=5).acquire()
     stale._stop.set()  # it stalls: no renewals
