@@ -12,10 +12,13 @@ compiler against the flow's ``owner`` and, for a user, that user's groups.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+from engine.commit.lease import Lease
 from engine.flow.model import NAME
 from engine.service.errors import Forbidden, Invalid
+from engine.service.flowstore import held
 from engine.service.tables import ServiceTable, newest, utcnow
 from engine.service.users import User
 
@@ -30,6 +33,7 @@ GROUP_PREFIX = "group:"
 
 class FlowGroups:
     def __init__(self, root: str) -> None:
+        self.root = root
         self.table = ServiceTable(root, "flowgroups", GROUP_COLUMNS)
 
     def owners(self, group: str) -> list[str] | None:
@@ -40,10 +44,15 @@ class FlowGroups:
     def describe(self, group: str) -> dict[str, Any]:
         return {"flowGroup": group, "owners": self.owners(group) or []}
 
-    def make(self, group: str, user: User) -> None:
-        """Make ``group`` owned by ``user`` and its groups, unless it exists."""
-        if self.owners(group) is None:
-            self.set_owners(group, sorted(user.principals), by=user)
+    def claim(self, group: str, user: User) -> None:
+        """Make ``group`` owned by ``user`` and its groups, unless it exists: under a lease per
+        group, so of several users making one group at once, one makes it and the others then
+        face its owners."""
+        if self.owners(group) is not None:
+            return
+        with held(Lease(self.root, f"group.{group}", run_id=f"claim-{time.time_ns()}", ttl_seconds=30.0), group):
+            if self.owners(group) is None:
+                self.set_owners(group, sorted(user.principals), by=user)
 
     def set_owners(self, group: str, owners: list[str], *, by: User) -> None:
         for i, owner in enumerate(owners):

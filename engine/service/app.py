@@ -22,12 +22,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from engine import __version__
-from engine.config.redact import redact
+from engine.flow import FlowPlan
 from engine.service.access import FlowGroups
-from engine.service.checks import FlowChecks, check_shape, seal_secrets
+from engine.service.checks import FlowChecks, check_names, check_shape, hide_secrets, seal_secrets
 from engine.service.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, Unauthenticated
 from engine.service.executions import Executions
-from engine.service.flowstore import FlowStore, StoredFlow
+from engine.service.flowstore import Action, FlowStore, StoredFlow
 from engine.service.metrics import CONTENT_TYPE, exposition
 from engine.service.page import COOKIE, install_pages
 from engine.service.scheduler import Scheduler
@@ -84,6 +84,8 @@ async def _json_body(request: Request) -> Any:
     raw = await request.body()
     try:
         return json.loads(raw or b"null")
+    except RecursionError:
+        raise Invalid("the body is nested too deeply") from None
     except ValueError as exc:
         raise Invalid(f"the body is not JSON: {exc}") from None
 
@@ -127,29 +129,26 @@ def create_app(service: Service) -> FastAPI:
             if not isinstance(value, str) or not value:
                 raise Invalid(f"a FlowConfig needs `{key}`", key=key)
         assert isinstance(group, str) and isinstance(name, str)
-        if service.groups.owners(group) is None and service.flows.files.has_group(group) and not me.admin:
-            raise Forbidden(
-                f"flow group `{group}` is defined by files (jobs/flows/{group}/): only admins add flows to it"
-            )
-        stored = _save(me, group, name, body, action="create")
-        service.groups.make(group, me)
-        return _answer(stored, _run_if_asked(me, stored))
+        stored, plan = _save(me, group, name, body, action="create")
+        return _answer(stored, _run_if_asked(me, stored, plan))
 
     @app.get("/flowconfigs")
     def list_flows(me: Authed, flowGroup: str | None = None) -> list[dict[str, Any]]:
-        return [redact(f.describe()) for f in service.flows.listed(flowGroup)]
+        return [hide_secrets(f.describe()) for f in service.flows.listed(flowGroup)]
 
     @app.get("/flowconfigs/{group}/{name}")
     def get_flow(me: Authed, group: str, name: str) -> dict[str, Any]:
-        return redact(_flow(group, name).describe())  # type: ignore[no-any-return]
+        found: dict[str, Any] = hide_secrets(_flow(group, name).describe())
+        return found
 
     @app.put("/flowconfigs/{group}/{name}")
     def update_flow(me: Authed, group: str, name: str, body: JsonBody) -> dict[str, Any]:
-        stored = _save(me, group, name, body, action="update")
-        return _answer(stored, _run_if_asked(me, stored))
+        stored, plan = _save(me, group, name, body, action="update")
+        return _answer(stored, _run_if_asked(me, stored, plan))
 
     @app.delete("/flowconfigs/{group}/{name}")
     def delete_flow(me: Authed, group: str, name: str) -> dict[str, Any]:
+        _flow(group, name)
         service.groups.check_change(me, group)
         stored = service.flows.save(group, name, None, by=me.name, action="delete")
         return {"flowGroup": group, "flowName": name, "version": stored.version, "deleted": True}
@@ -158,11 +157,13 @@ def create_app(service: Service) -> FastAPI:
     def job_specs(me: Authed, group: str, name: str) -> dict[str, Any]:
         flow = _flow(group, name)
         plan = service.checks.compile(flow.config, group, name, groups=service.owner_groups(flow.config.get("owner")))
-        return redact(plan.describe())  # type: ignore[no-any-return]
+        described: dict[str, Any] = hide_secrets(plan.describe())
+        return described
 
     @app.get("/flowconfigs/{group}/{name}/history")
     def history(me: Authed, group: str, name: str) -> list[dict[str, Any]]:
-        return [{**redact(f.describe()), "action": f.action} for f in service.flows.history(group, name)]
+        check_names(group, name)
+        return [{**hide_secrets(f.describe()), "action": f.action} for f in service.flows.history(group, name)]
 
     @app.get("/flowconfigs/{group}/{name}/schedule")
     def schedule(me: Authed, group: str, name: str) -> dict[str, Any]:
@@ -226,37 +227,56 @@ def create_app(service: Service) -> FastAPI:
     # -- the steps ------------------------------------------------------------------------------
 
     def _flow(group: str, name: str) -> StoredFlow:
+        check_names(group, name)
         found = service.flows.get(group, name)
         if found is None:
             raise NotFound(f"no flow {group}/{name}")
         return found
 
-    def _save(me: User, group: str, name: str, body: Any, *, action: str) -> StoredFlow:
+    def _save(me: User, group: str, name: str, body: Any, *, action: Action) -> tuple[StoredFlow, FlowPlan]:
+        """Check ``body`` as the flow's next version, then store it: a new group is made first,
+        owned by ``me`` (so of two users racing to make one, the second is refused)."""
         config = check_shape(body, group, name)
         existing = service.flows.files.get(group, name)
         if existing is not None:
             raise Conflict(
                 f"flow {group}/{name} is defined by the file {existing.file}: change the file, or use another name"
             )
-        service.groups.check_change(me, group)
         owner = config.setdefault("owner", me.name)
         if owner != me.name and not me.admin:
             raise Forbidden(
                 f"a flow runs as its owner: user `{me.name}` may name only itself (admins may name anyone)", key="owner"
             )
-        previous = service.flows.get(group, name) if action == "update" else None
+        service.groups.check_change(me, group)
+        previous = service.flows.get(group, name)
         if action == "update" and previous is None:
             raise NotFound(f"no flow {group}/{name}")
-        sealed = seal_secrets(config, previous.config if previous else None)
-        service.checks.compile(sealed, group, name, groups=service.owner_groups(owner))
-        return service.flows.save(group, name, sealed, by=me.name, action=action)  # type: ignore[arg-type]
+        plan = service.checks.compile(
+            seal_secrets(config, previous.config if previous else None), group, name, groups=service.owner_groups(owner)
+        )
+        if action == "create":
+            if service.flows.files.has_group(group) and not me.admin:
+                raise Forbidden(
+                    f"flow group `{group}` has flow files (jobs/flows/{group}/): only admins add flows to it"
+                )
+            service.groups.claim(group, me)  # made now unless it exists; then its owners decide
+            service.groups.check_change(me, group)
+        stored = service.flows.save(
+            group,
+            name,
+            None,
+            by=me.name,
+            action=action,
+            seal=lambda before: seal_secrets(config, before),  # type: ignore[arg-type]
+        )
+        return stored, plan
 
     def _start(me: User, flow: StoredFlow, *, trigger: str) -> dict[str, Any]:
         service.groups.check_run(me, flow.group, flow.config.get("owner"))
         return service.start(flow, by=me.name, trigger=trigger)
 
-    def _run_if_asked(me: User, stored: StoredFlow) -> str | None:
-        if not stored.config.get("runImmediately"):
+    def _run_if_asked(me: User, stored: StoredFlow, plan: FlowPlan) -> str | None:
+        if not plan.conf.run_immediately:
             return None
         return str(_start(me, stored, trigger="runImmediately")["execution_id"])
 
@@ -264,7 +284,7 @@ def create_app(service: Service) -> FastAPI:
 
 
 def _answer(stored: StoredFlow, execution: str | None) -> dict[str, Any]:
-    found: dict[str, Any] = redact(stored.describe())
+    found = hide_secrets(stored.describe())
     return {**found, "flowExecutionId": execution} if execution else found
 
 

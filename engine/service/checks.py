@@ -43,67 +43,102 @@ class FlowChecks:
             raise Invalid(exc.message, key=_body_key(exc.key)) from exc
 
 
+def check_names(group: str, name: str) -> None:
+    """A flow's group and name: they become file and folder names (refused before any lookup)."""
+    for key, value in (("flowGroup", group), ("flowName", name)):
+        if not NAME.fullmatch(value):
+            raise Invalid(f"`{value}`: use letters, digits, `_` and `-` (not first)", key=key)
+
+
 def check_shape(config: Any, group: str, name: str) -> dict[str, Any]:
-    """A FlowConfig object naming ``group``/``name`` (or neither), a valid schedule, no ``${``."""
+    """A FlowConfig object naming ``group``/``name`` (or neither), a valid schedule, an owner that
+    is a name, no ``${`` and no ``ENC(...)`` (a secret is sent as itself, and sealed here)."""
     if not isinstance(config, dict):
         raise Invalid(f"a FlowConfig is a JSON object, not {type(config).__name__}")
     for key, expected in (("flowGroup", group), ("flowName", name)):
         given = config.get(key, expected)
         if given != expected:
             raise Invalid(f"`{given}`: a flow's {key} cannot change (it is `{expected}`)", key=key)
-        if not isinstance(given, str) or not NAME.fullmatch(given):
-            raise Invalid(f"`{given}`: use letters, digits, `_` and `-` (not first)", key=key)
-    _no_substitution(config, "")
+    check_names(group, name)
+    _only_data(config, "")
     schedule = config.get("schedule") or ""
     if not isinstance(schedule, str) or (schedule and not croniter.is_valid(schedule)):
         raise Invalid(
-            f"`{schedule}` is not a cron expression (five fields: minute hour day month weekday)", key="schedule"
+            f"`{schedule}` is not a cron expression (minute hour day month weekday, and seconds as a sixth)",
+            key="schedule",
         )
+    owner = config.get("owner")
+    if owner is not None and (not isinstance(owner, str) or not NAME.fullmatch(owner)):
+        raise Invalid(f"`{owner}`: the owner is a user's name", key="owner")
     return {**config, "flowGroup": group, "flowName": name}
 
 
-def _no_substitution(value: Any, key: str) -> None:
+def _only_data(value: Any, key: str) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
-            _no_substitution(v, f"{key}.{k}" if key else str(k))
+            _only_data(v, f"{key}.{k}" if key else str(k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _no_substitution(v, f"{key}[{i}]")
+            _only_data(v, f"{key}[{i}]")
     elif isinstance(value, str) and "${" in value:
         raise Invalid("a stored flow may not hold `${`: give the value itself", key=key)
+    elif isinstance(value, str) and value.strip().startswith(ENC_PREFIX):
+        raise Invalid(
+            f"send a secret as itself (the service encrypts it) or as `{REDACTED}` to keep the stored one, "
+            "not as ENC(...)",
+            key=key,
+        )
 
 
-def seal_secrets(config: Any, previous: Any = None, key: str = "") -> Any:
-    """``config`` with every plain value under a secret-looking key encrypted (``ENC(...)``); one
-    sent back as :data:`REDACTED` keeps ``previous``'s value at that place."""
+def seal_secrets(config: Any, previous: Any = None, key: str = "", *, secret: bool = False) -> Any:
+    """``config`` with every value under a secret-looking key, at any depth, encrypted
+    (``ENC(...)``); one sent back as :data:`REDACTED` keeps ``previous``'s value at that place."""
     if isinstance(config, dict):
-        mapping = previous if isinstance(previous, dict) else {}
-        return {k: _seal(v, mapping.get(k), f"{key}.{k}" if key else str(k), str(k)) for k, v in config.items()}
+        before = previous if isinstance(previous, dict) else {}
+        return {
+            k: seal_secrets(
+                v, before.get(k), f"{key}.{k}" if key else str(k), secret=secret or bool(SECRET_KEY.search(str(k)))
+            )
+            for k, v in config.items()
+        }
     if isinstance(config, list):
         items = previous if isinstance(previous, list) else []
-        return [seal_secrets(v, items[i] if i < len(items) else None, f"{key}[{i}]") for i, v in enumerate(config)]
-    return config
-
-
-def _seal(value: Any, previous: Any, path: str, name: str) -> Any:
-    if not SECRET_KEY.search(name) or isinstance(value, (dict, list)):
-        return seal_secrets(value, previous, path)
-    if value == REDACTED:
-        if previous is None:
-            raise Invalid(f"`{REDACTED}` stands for a stored secret, but this flow has none here", key=path)
+        return [
+            seal_secrets(v, items[i] if i < len(items) else None, f"{key}[{i}]", secret=secret)
+            for i, v in enumerate(config)
+        ]
+    if not secret or config is None or config == "":
+        return config
+    if config == REDACTED:
+        if not isinstance(previous, str) or not previous.startswith(ENC_PREFIX):
+            raise Invalid(f"`{REDACTED}` stands for a stored secret, but this flow has none here", key=key)
         return previous
-    if not isinstance(value, str) or value.startswith(ENC_PREFIX) or not value:
-        return value
+    if not isinstance(config, str):
+        raise Invalid("a secret is a string (it is stored encrypted)", key=key)
     try:
-        key = master_key()
+        master = master_key()
     except ConfigError as exc:
         why = exc.message if os.environ.get(MASTER_KEY_ENV) else f"{MASTER_KEY_ENV} is not set"
         raise Invalid(
             "a secret-looking value is never stored in plain text: give the service a master key "
-            f"({MASTER_KEY_ENV}; spark-submit.sh mode=new_key writes one) or send the value as ENC(...): {why}",
-            key=path,
+            f"({MASTER_KEY_ENV}; spark-submit.sh mode=new_key writes one): {why}",
+            key=key,
         ) from None
-    return encrypt(value, key)
+    return encrypt(config, master)
+
+
+def hide_secrets(value: Any, *, secret: bool = False) -> Any:
+    """What the API answers: every value under a secret-looking key, at any depth, and every
+    ``ENC(...)`` value anywhere, as :data:`REDACTED`."""
+    if isinstance(value, dict):
+        return {k: hide_secrets(v, secret=secret or bool(SECRET_KEY.search(str(k)))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [hide_secrets(v, secret=secret) for v in value]
+    if value is None or value == "":
+        return value
+    if secret or (isinstance(value, str) and value.strip().startswith(ENC_PREFIX)):
+        return REDACTED
+    return value
 
 
 def _body_key(key: str | None) -> str | None:

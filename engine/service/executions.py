@@ -39,7 +39,7 @@ from typing import Any
 
 from engine.service.errors import Conflict, NotFound
 from engine.service.flowstore import StoredFlow
-from engine.service.tables import ServiceTable, newest, utcnow
+from engine.service.tables import ServiceTable, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,13 @@ class Executions:
             "end_time": None,
             "changed_at": utcnow(),
         }
-        self.table.append([row])
+        try:
+            self.table.append([row])
+        except Exception:  # not recorded, it could never be found again: it must not run
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         with self._lock:
             self._procs[execution] = proc
             self._watched.add(execution)
@@ -200,11 +206,13 @@ class Executions:
         said = str(summary.get("message") or "")
         if code == EXIT_BUSY:
             return "SKIPPED", f"another execution of the flow is running: {said}".rstrip(": ")
-        if execution in self._cancellers or summary.get("status") == "CANCELLED":
-            by = self._cancellers.get(execution)
-            return "CANCELLED", f"cancelled by {by}" if by else said
-        if code is not None and code >= EXIT_SIGNALLED:
-            return "FAILED", f"the run was killed by signal {code - EXIT_SIGNALLED}"
+        signalled = code is not None and (code < 0 or code >= EXIT_SIGNALLED)
+        by = self._cancellers.get(execution)
+        if summary.get("status") == "CANCELLED" or (by and signalled):  # not a run that ended anyway
+            return "CANCELLED", f"cancelled by {by}" if by else said or "cancelled"
+        if signalled:
+            assert code is not None
+            return "FAILED", f"the run was killed by signal {-code if code < 0 else code - EXIT_SIGNALLED}"
         if code is None:  # killed with its wrapper: its FlowStatus row is all there is
             found = self.flow_status.execution(execution)
             if found is not None and found["end_time"] is not None:
@@ -228,6 +236,8 @@ class Executions:
             raise Conflict(f"execution {execution} has ended ({row['status']}): nothing to cancel")
         if row["host"] != socket.gethostname():
             raise Conflict(f"execution {execution} runs on host {row['host']}: cancel it from the service there")
+        if not _alive(int(row["pid"] or 0), row["pid_start"]):  # (never signal a reused pid)
+            raise Conflict(f"execution {execution} has just ended; its status follows")
         self._cancellers[execution] = by
         with suppress(ProcessLookupError):  # it has just ended: its watcher writes the row
             os.kill(int(row["pid"]), signal.SIGTERM)
@@ -252,7 +262,17 @@ class Executions:
         return list(self._newest().values())
 
     def _newest(self) -> dict[tuple[Any, ...], dict[str, Any]]:
-        return newest(self.table.rows(), "execution_id", order="changed_at")
+        """The newest row per execution: an end row over the start row, whatever the clocks say."""
+        found: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in self.table.rows():
+            key = (row["execution_id"],)
+            held = found.get(key)
+            if held is None or (row["end_time"] is not None, row["changed_at"]) >= (
+                held["end_time"] is not None,
+                held["changed_at"],
+            ):
+                found[key] = row
+        return found
 
     def output(self, execution: str) -> str:
         """The execution's standard error, then its standard output (the run's summary last)."""

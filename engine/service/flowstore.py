@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +23,7 @@ from engine.commit.lease import Lease
 from engine.config.jobs_source import SUFFIXES
 from engine.config.templates import read_config
 from engine.errors import EngineError, JobBusyError
-from engine.service.errors import Conflict, Invalid, NotFound
+from engine.service.errors import Conflict, Invalid, NotFound, Unavailable
 from engine.service.tables import ServiceTable, utcnow
 
 FLOW_COLUMNS = (
@@ -116,10 +116,20 @@ class FlowStore:
 
     # -- changing -------------------------------------------------------------------------------
 
-    def save(self, group: str, name: str, config: dict[str, Any] | None, *, by: str, action: Action) -> StoredFlow:
+    def save(
+        self,
+        group: str,
+        name: str,
+        config: dict[str, Any] | None,
+        *,
+        by: str,
+        action: Action,
+        seal: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None,
+    ) -> StoredFlow:
         """Append the flow's next version (``config`` None: deleted). A create of a flow that
         exists is a :class:`Conflict`, an update or delete of one that does not a :class:`NotFound`;
-        a flow file cannot be changed (:class:`Conflict`)."""
+        a flow file cannot be changed (:class:`Conflict`). ``seal``: makes the config from the
+        current version's (its secrets kept), under the lease, so no change in between is lost."""
         if self.files.get(group, name) is not None:
             raise Conflict(
                 f"flow {group}/{name} is defined by the file {self.files.get(group, name).file}: "  # type: ignore[union-attr]
@@ -132,6 +142,8 @@ class FlowStore:
                 raise Conflict(f"flow {group}/{name} exists (version {current.version}): update it with PUT")  # type: ignore[union-attr]
             if action != "create" and not live:
                 raise NotFound(f"no flow {group}/{name}")
+            if seal is not None:
+                config = seal(current.config if live else None)  # type: ignore[union-attr]
             row = {
                 "flow_group": group,
                 "flow_name": name,
@@ -144,24 +156,33 @@ class FlowStore:
             self.table.append([row])
             return _flow(row)
 
-    @contextmanager
-    def _change_lease(self, group: str, name: str) -> Iterator[None]:
-        lease = Lease(
-            self.root, f"flow.{group}.{name}", run_id=f"change-{time.time_ns()}", ttl_seconds=CHANGE_LEASE_SECONDS
+    def _change_lease(self, group: str, name: str) -> AbstractContextManager[None]:
+        run = f"change-{time.time_ns()}"
+        return held(
+            Lease(self.root, f"flow.{group}.{name}", run_id=run, ttl_seconds=CHANGE_LEASE_SECONDS), f"{group}/{name}"
         )
-        deadline = time.monotonic() + CHANGE_WAIT_SECONDS
-        while True:
-            try:
-                lease.acquire()
-                break
-            except JobBusyError as exc:
-                if time.monotonic() > deadline:
-                    raise Conflict(f"flow {group}/{name} is being changed by another request; try again") from exc
-                time.sleep(0.05)
+
+
+@contextmanager
+def held(lease: Lease, what: str) -> Iterator[None]:
+    """Hold ``lease`` (waiting up to :data:`CHANGE_WAIT_SECONDS` for another holder to give it
+    back) while the block runs: a :class:`Conflict` if it stays taken, :class:`Unavailable` if
+    the store cannot be reached."""
+    deadline = time.monotonic() + CHANGE_WAIT_SECONDS
+    while True:
         try:
-            yield
-        finally:
-            lease.release()
+            lease.acquire()
+            break
+        except JobBusyError as exc:
+            if time.monotonic() > deadline:
+                raise Conflict(f"{what} is being changed by another request; try again") from exc
+            time.sleep(0.05)
+        except (OSError, EngineError) as exc:
+            raise Unavailable(f"cannot reach the store to change {what}: {exc}") from exc
+    try:
+        yield
+    finally:
+        lease.release()
 
 
 def _flow(row: dict[str, Any]) -> StoredFlow:

@@ -2,7 +2,7 @@
 
 ``/`` lists the flows by group, each with its last executions coloured by status; ``/flows/{group}/{name}``
 shows a flow's schedule, its executions (duration, records, errors, a link to the output) and the
-hops of the newest one (status, records, errors, watermarks, duration). ``/login`` takes a token
+hops of the newest one that ran any (status, records, errors, watermarks, duration). ``/login`` takes a token
 and keeps it in an HTTP-only, same-site cookie, which the service accepts for reading (GET) only:
 a page can never change anything on a user's behalf.
 """
@@ -128,7 +128,8 @@ def _flow(service: Service, flow: dict[str, Any]) -> str:
         "<h2>Executions</h2><table id='executions'><tr><th>Status</th><th>Execution</th><th>Trigger</th><th>By</th>"
         f"<th>Started</th><th>Took</th><th>Records</th><th>Errors</th><th>Message</th><th></th></tr>{rows}</table>"
     )
-    hops = _hops(runs[0]) if runs else ""
+    ran = [r for r in runs if r["jobStatuses"]]  # (a skipped or refused execution ran no hop)
+    hops = _hops(ran[0]) if ran else ""
     return f'<p><a href="/">all flows</a></p><table>{head}</table>{executions}{hops}'
 
 

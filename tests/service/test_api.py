@@ -205,3 +205,94 @@ def test_secrets_are_stored_encrypted_never_returned_and_kept_when_sent_back_red
     assert json.loads(rows[1]["config"])["properties"]["db"] == json.loads(rows[0]["config"])["properties"]["db"]
     history = served.call("GET", "/flowconfigs/vault/orders/history", "carol").text
     assert "hunter2-secret" not in history and "ENC(" not in history
+
+
+def test_secrets_at_any_depth_are_sealed_and_never_answered(served: Served) -> None:
+    properties = {
+        "credentials": {"user": "u-1", "pass": "p-plain-1"},
+        "conn": {"secretKey": {"v": "nested-plain-2"}},
+        "api_token": ["tok-plain-3"],
+    }
+    made = served.call("POST", "/flowconfigs", "carol", json=flow("vault", "deep", properties=properties))
+    assert made.status_code == 201, made.text
+    [row] = stored_rows(served, "vault", "deep")
+    stored = json.loads(row["config"])["properties"]
+    assert stored["credentials"]["pass"].startswith("ENC(") and stored["api_token"][0].startswith("ENC(")
+    answers = [
+        made.text,
+        served.call("GET", "/flowconfigs/vault/deep", "bob").text,
+        served.call("GET", "/flowconfigs/vault/deep/history", "bob").text,
+        served.call("GET", "/flowconfigs/vault/deep/jobspecs", "bob").text,
+        served.call("GET", "/flowconfigs", "bob", params={"flowGroup": "vault"}).text,
+    ]
+    for text in answers:
+        assert not any(p in text for p in ("p-plain-1", "nested-plain-2", "tok-plain-3", "u-1", "ENC(")), text
+        assert "***" in text or '"hops"' in text  # (the demo's templates read no property)
+    for body, key in [
+        (flow("vault", "x", properties={"password": 12345}), "properties.password"),
+        (flow("vault", "x", properties={"path": "ENC(gAAAAB-copied)"}), "properties.path"),
+        (flow("vault", "x", properties={"password": "***"}), "properties.password"),
+    ]:
+        refused = served.call("POST", "/flowconfigs", "carol", json=body)
+        assert (refused.status_code, refused.json()["key"]) == (422, key), refused.text
+    assert stored_rows(served, "vault", "x") == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        pytest.param("POST", "/flowexecutions", {"flowGroup": "/tmp", "flowName": "secret"}, id="run-absolute"),
+        pytest.param("POST", "/flowexecutions", {"flowGroup": "../demo", "flowName": "orders"}, id="run-parent"),
+        pytest.param("GET", "/flowconfigs/..%2Fdemo/orders", None, id="read-encoded-parent"),
+        pytest.param("GET", "/flowconfigs/.hidden/x/history", None, id="history-dot"),
+    ],
+)
+def test_flow_names_never_reach_the_file_system(served: Served, method: str, path: str, body: Any) -> None:
+    answer = served.call(method, path, "admin", json=body)
+    assert answer.status_code in (404, 422), answer.text
+    assert "orders.conf" not in answer.text and "jobs/demo" not in answer.text
+
+
+def test_run_immediately_is_a_boolean_and_bad_values_are_refused(served: Served) -> None:
+    made = served.call("POST", "/flowconfigs", "carol", json=flow("imm", "later", runImmediately="false"))
+    assert made.status_code == 201 and "flowExecutionId" not in made.json()
+    assert served.call("GET", "/flowstatuses/imm/later", "carol").json() == []
+    for body, key in [
+        (flow("imm", "x", owner=["carol"]), "owner"),
+        (flow("imm", "x", runImmediately="soon"), "runImmediately"),
+    ]:
+        answer = served.call("POST", "/flowconfigs", "carol", json=body)
+        assert (answer.status_code, answer.json()["key"]) == (422, key), answer.text
+    nested = served.call(
+        "POST", "/flowconfigs", "carol", data='{"flowGroup": "imm", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    )
+    assert nested.status_code == 422 and "nested too deeply" in nested.json()["detail"], nested.text
+
+
+def test_of_two_users_making_one_group_at_once_one_owns_it(served: Served) -> None:
+    """erin (group analysts) and demo (group other) may both use the demo's template pack but share
+    no principal: whoever makes group `raced` first owns it, and the other is refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    served.user("erin", "analysts")
+    served.user("demo", "other")
+    with ThreadPoolExecutor(2) as pool:
+        answers = dict(
+            zip(
+                ["erin", "demo"],
+                pool.map(
+                    lambda who: served.call("POST", "/flowconfigs", who, json=flow("raced", f"by_{who}")),
+                    ["erin", "demo"],
+                ),
+                strict=True,
+            )
+        )
+    owners = served.call("GET", "/flowgroups/raced", "erin").json()["owners"]
+    winner = "erin" if "erin" in owners else "demo"
+    loser = "demo" if winner == "erin" else "erin"
+    assert (answers[winner].status_code, answers[loser].status_code) == (201, 403), {
+        k: v.text for k, v in answers.items()
+    }
+    assert [
+        f["flowName"] for f in served.call("GET", "/flowconfigs", "erin", params={"flowGroup": "raced"}).json()
+    ] == [f"by_{winner}"]

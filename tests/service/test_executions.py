@@ -98,15 +98,20 @@ def see_the_status_page(served: Served, browser: Any, execution: str) -> None:
     """Sign in with a token in a real browser, find the flow and its executions coloured by status,
     open the flow's page and its hops; keep screenshots."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as shown
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def find(by: str, value: str) -> Any:
+        return WebDriverWait(browser, 20).until(shown.presence_of_element_located((by, value)))
 
     browser.get(f"{served.url}/")
     assert browser.current_url.endswith("/login"), "not signed in: the page asks for a token"
     browser.find_element(By.ID, "token").send_keys("eng_wrong")
     browser.find_element(By.ID, "login").click()
-    assert browser.find_element(By.ID, "refused").is_displayed()
-    browser.find_element(By.ID, "token").send_keys(served.tokens["carol"])
+    assert find(By.ID, "refused").is_displayed()
+    find(By.ID, "token").send_keys(served.tokens["carol"])
     browser.find_element(By.ID, "login").click()
-    assert browser.find_element(By.ID, "user").text == "carol"
+    assert find(By.ID, "user").text == "carol"
     badges = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "span.status")]
     assert sorted(badges) == ["SKIPPED", "SUCCEEDED"]
     green = browser.find_element(By.CSS_SELECTOR, "span.status.SUCCEEDED").value_of_css_property("background-color")
@@ -115,13 +120,16 @@ def see_the_status_page(served: Served, browser: Any, execution: str) -> None:
     browser.save_screenshot(str(ARTIFACTS / "status-page-flows.png"))
 
     browser.find_element(By.LINK_TEXT, "orders").click()
-    hops = browser.find_element(By.ID, "hops").text
+    hops = find(By.ID, "hops").text
     assert execution in browser.find_element(By.TAG_NAME, "body").text
     assert "demo_landing_to_lake SUCCEEDED lake/files_to_delta 48 2" in hops
     assert "demo_lake_to_replica SUCCEEDED lake/table_copy 6 0" in hops
     browser.save_screenshot(str(ARTIFACTS / "status-page-flow.png"))
-    browser.find_element(By.LINK_TEXT, "output").click()
-    assert '"status": "SUCCEEDED"' in browser.find_element(By.TAG_NAME, "body").text
+    outputs = browser.find_elements(By.LINK_TEXT, "output")
+    ran = next(o for o in outputs if execution in o.get_attribute("href"))
+    ran.click()
+    WebDriverWait(browser, 20).until(lambda b: "/output" in b.current_url)
+    assert '"status": "SUCCEEDED"' in find(By.TAG_NAME, "body").text
 
 
 def test_a_running_execution_is_cancelled_gracefully(own_service: Served) -> None:
@@ -137,6 +145,7 @@ def test_a_running_execution_is_cancelled_gracefully(own_service: Served) -> Non
     assert cancelled.status_code == 202 and cancelled.json()["cancelRequested"]
     done = wait_for(served, one, "carol")
     assert done["executionStatus"] == "CANCELLED" and done["message"] == "cancelled by carol"
+    assert done["exitCode"] == 128 + signal.SIGTERM, "the run stopped on the signal: it did not end on its own"
     assert served.call("DELETE", f"/flowexecutions/{one}", "carol").status_code == 409
     lake = served.warehouse / "lake" / "orders"
     assert not lake.exists() or DeltaTable(str(lake)).to_pyarrow_table().num_rows in (0, 46), "all or nothing"
