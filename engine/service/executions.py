@@ -104,6 +104,7 @@ class Executions:
         self._cancellers: dict[str, str] = {}
         """The executions cancelled through this service, and by whom."""
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._cached: tuple[list[dict[str, Any]], dict[tuple[Any, ...], dict[str, Any]]] | None = None
         self._watched: set[str] = set()
         """The executions this service watches: it started them, or adopted them."""
         self._lock = threading.Lock()
@@ -263,8 +264,11 @@ class Executions:
 
     def _newest(self) -> dict[tuple[Any, ...], dict[str, Any]]:
         """The newest row per execution: an end row over the start row, whatever the clocks say."""
+        rows = self.table.rows()
+        if self._cached is not None and self._cached[0] is rows:
+            return self._cached[1]
         found: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for row in self.table.rows():
+        for row in rows:
             key = (row["execution_id"],)
             held = found.get(key)
             if held is None or (row["end_time"] is not None, row["changed_at"]) >= (
@@ -272,6 +276,7 @@ class Executions:
                 held["changed_at"],
             ):
                 found[key] = row
+        self._cached = (rows, found)
         return found
 
     def output(self, execution: str) -> str:

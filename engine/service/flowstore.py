@@ -76,6 +76,7 @@ class FlowStore:
         self.root = root
         self.table = ServiceTable(root, "flowconfigs", FLOW_COLUMNS)
         self.files = FlowFiles(flows_dir)
+        self._cached: tuple[list[dict[str, Any]], dict[tuple[str, str], StoredFlow]] | None = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -107,11 +108,17 @@ class FlowStore:
         return [found]
 
     def _newest(self) -> dict[tuple[str, str], StoredFlow]:
+        """Each flow's newest version: worked out once per version of the table."""
+        rows = self.table.rows()
+        cached = self._cached
+        if cached is not None and cached[0] is rows:
+            return cached[1]
         found: dict[tuple[str, str], StoredFlow] = {}
-        for row in self.table.rows():
+        for row in rows:
             key = (row["flow_group"], row["flow_name"])
             if key not in found or row["version"] > found[key].version:
                 found[key] = _flow(row)
+        self._cached = (rows, found)
         return found
 
     # -- changing -------------------------------------------------------------------------------

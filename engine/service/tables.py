@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -24,6 +25,9 @@ from engine.state.delta_create import VERSION_PROPERTY, first_commit
 
 log = logging.getLogger(__name__)
 
+FRESH_SECONDS = 0.5
+"""How old the rows a read answers may be when this instance wrote nothing since: a request then
+costs no look at the log. Another instance's change shows within this."""
 TIDY_AT_FILES = 64
 """Compact, vacuum and checkpoint a table once it holds this many data files: every change adds
 one, and a reader opening the table replays every commit since the last checkpoint."""
@@ -42,14 +46,19 @@ class ServiceTable:
         self._handle: Any = None
         self._seen: int | None = None
         self._rows: list[dict[str, Any]] = []
+        self._looked = 0.0
 
     # -- reading --------------------------------------------------------------------------------
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every row, as of the table's newest version (shared: do not change them)."""
+        """Every row, as of the table's newest version, or as of at most :data:`FRESH_SECONDS`
+        ago if this instance wrote nothing since (shared: do not change them)."""
         with self._lock:
+            if self._seen is not None and time.monotonic() - self._looked < FRESH_SECONDS:
+                return self._rows
             table = self._open()
             try:
+                self._looked = time.monotonic()
                 table.update_incremental()
                 current = table.version()
                 if current != self._seen:
@@ -71,6 +80,7 @@ class ServiceTable:
         data = pa.Table.from_pylist(listed, schema=self._arrow())
         with self._lock:
             table = self._open()
+            self._looked = 0.0  # the next read reads what this wrote
             try:
                 write_deltalake(table, data, mode="append")
                 table.update_incremental()
