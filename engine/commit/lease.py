@@ -38,7 +38,7 @@ from engine.storage.blobs import Blobs, blobs
 log = logging.getLogger(__name__)
 
 
-def _pid_start(pid: int) -> str | None:
+def pid_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (tells a reused pid apart)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -179,7 +179,7 @@ class Lease:
             "run_id": self.run_id,
             "host": socket.gethostname(),
             "pid": pid,
-            "pid_start": _pid_start(pid),
+            "pid_start": pid_start(pid),
             "user": os.environ.get("USER", ""),
             "taken": time.time(),
             "expires": time.time() + self.ttl,
@@ -300,13 +300,16 @@ def _alive(record: dict[str, Any]) -> bool:
     if record.get("host") != socket.gethostname():
         return True  # cannot see another host's processes: trust the expiry
     pid = int(record.get("pid") or 0)
-    if pid <= 0:
-        return True
+    return pid <= 0 or process_alive(pid, record.get("pid_start"))
+
+
+def process_alive(pid: int, start: str | None) -> bool:
+    """Whether process ``pid`` of this host runs, and is the one that started at ``start`` (its
+    :func:`pid_start`; None: any), not a later process given the same pid."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    start = record.get("pid_start")
-    return start is None or _pid_start(pid) in (None, start)
+    return start is None or pid_start(pid) in (None, start)

@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from engine.commit.lease import pid_start, process_alive
 from engine.service.errors import Conflict, NotFound
 from engine.service.flowstore import StoredFlow
 from engine.service.tables import ServiceTable, utcnow
@@ -149,7 +150,7 @@ class Executions:
             "trigger": trigger,
             "host": socket.gethostname(),
             "pid": proc.pid,
-            "pid_start": _pid_start(proc.pid),
+            "pid_start": pid_start(proc.pid),
             "service": _this_service(),
             "exit_code": None,
             "start_time": utcnow(),
@@ -421,17 +422,9 @@ def _last_error(stderr: Path) -> str:
     return next((line for line in reversed(lines) if "error" in line.lower()), lines[-1] if lines else "")
 
 
-def _pid_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _this_service() -> str:
     """This service process, ``host:pid:start``: who watches the executions it starts."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_pid_start(os.getpid()) or ''}"
+    return f"{socket.gethostname()}:{os.getpid()}:{pid_start(os.getpid()) or ''}"
 
 
 def _service_alive(service: str | None) -> bool:
@@ -442,18 +435,7 @@ def _service_alive(service: str | None) -> bool:
 
 
 def _alive(pid: int, start: str | None) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    found = _pid_start(pid)
-    if found is not None and start is not None and found != start:
-        return False
-    return not _zombie(pid)
+    return pid > 0 and process_alive(pid, start) and not _zombie(pid)
 
 
 def _zombie(pid: int) -> bool:

@@ -50,11 +50,12 @@ class ServiceTable:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self, *, fresh: bool = False) -> list[dict[str, Any]]:
         """Every row, as of the table's newest version, or as of at most :data:`FRESH_SECONDS`
-        ago if this instance wrote nothing since (shared: do not change them)."""
+        ago if this instance wrote nothing since and ``fresh`` is not asked (shared: do not
+        change them)."""
         with self._lock:
-            if self._seen is not None and time.monotonic() - self._looked < FRESH_SECONDS:
+            if not fresh and self._seen is not None and time.monotonic() - self._looked < FRESH_SECONDS:
                 return self._rows
             table = self._open()
             try:
@@ -64,8 +65,10 @@ class ServiceTable:
                 if current != self._seen:
                     self._rows = [_aware(r) for r in table.to_pyarrow_table().to_pylist()]
                     self._seen = current
-            except Exception as exc:  # a store that cannot be read: say which, the caller answers 503
-                raise Unavailable(f"cannot read the service's {self.name} table at {self.path}: {exc}") from exc
+            except Exception as exc:  # the last good state, if there is one; else the caller answers 503
+                if self._seen is None:
+                    raise Unavailable(f"cannot read the service's {self.name} table at {self.path}: {exc}") from exc
+                log.warning("cannot read the service's %s table (answering its last good state): %s", self.name, exc)
             return self._rows
 
     # -- writing --------------------------------------------------------------------------------

@@ -83,8 +83,13 @@ class Users:
         return {k[0]: row for k, row in newest(self.table.rows(), "name", order="changed_at").items()}
 
     def authenticate(self, token: str) -> User | None:
-        """The user whose token this is, or None (unknown, replaced or disabled)."""
-        rows = self.table.rows()
+        """The user whose token this is, or None (unknown, replaced or disabled). A token not
+        known is looked up again in the table's newest version (a user added a moment ago)."""
+        found = self._lookup(token, fresh=False)
+        return found if found is not None else self._lookup(token, fresh=True)
+
+    def _lookup(self, token: str, *, fresh: bool) -> User | None:
+        rows = self.table.rows(fresh=fresh)
         if len(rows) != self._seen:  # rows only grow: a new count is a new table version
             self._by_hash = {
                 str(r["token_sha256"]): User(str(r["name"]), tuple(json.loads(str(r["groups"]))), bool(r["admin"]))

@@ -4,6 +4,7 @@ What they wrote is read back with delta-rs."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from deltalake import DeltaTable
 
 from engine.service.errors import Conflict, NotFound, Unavailable
 from engine.service.flowstore import FlowStore
-from engine.service.tables import ServiceTable
+from engine.service.tables import FRESH_SECONDS, ServiceTable
 from engine.service.users import Users
 from engine.state.delta_create import VERSION_PROPERTY
 
@@ -92,10 +93,13 @@ def test_users_tokens_replaced_and_removed(tmp_path: Path) -> None:
     first = users.add("ann", ["g1"])
     assert other.authenticate(first) is not None and other.authenticate(first).groups == ("g1",)  # type: ignore[union-attr]
     second = users.add("ann", ["g1", "g2"], admin=True)
+    time.sleep(FRESH_SECONDS + 0.1)  # another instance's change shows within this
     assert other.authenticate(first) is None
     found = other.authenticate(second)
     assert found is not None and found.admin and found.principals == {"ann", "group:g1", "group:g2"}
-    assert users.remove("ann") and other.authenticate(second) is None
+    assert users.remove("ann")
+    time.sleep(FRESH_SECONDS + 0.1)
+    assert other.authenticate(second) is None
     assert not users.remove("nobody")
 
 
@@ -112,3 +116,20 @@ def test_a_growing_table_is_compacted_and_keeps_every_row(tmp_path: Path) -> Non
         table.append([{"a": str(i)}])
     assert sorted(int(r["a"]) for r in table.rows()) == list(range(70))
     assert len(DeltaTable(str(tmp_path / "t")).file_uris()) < 10, "compacted"
+
+
+def test_a_store_that_cannot_be_reached_answers_its_last_good_state_and_refuses_writes(tmp_path: Path) -> None:
+    import shutil
+
+    table = ServiceTable(str(tmp_path), "t", (("a", "string"),))
+    table.append([{"a": "x"}])
+    assert [r["a"] for r in table.rows()] == ["x"]
+    log = tmp_path / "t" / "_delta_log"
+    shutil.move(str(log), str(tmp_path / "moved"))
+    log.write_text("not a folder")  # the store breaks under the service
+    time.sleep(0.6)
+    assert [r["a"] for r in table.rows()] == ["x"], "the last good state"
+    with pytest.raises(Unavailable, match="cannot write the service's t table"):
+        table.append([{"a": "y"}])
+    with pytest.raises(Unavailable, match=r"cannot (read|reach) the service's t table"):
+        ServiceTable(str(tmp_path), "t", (("a", "string"),)).rows()  # nothing good to fall back on
