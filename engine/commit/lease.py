@@ -37,6 +37,10 @@ from engine.storage.blobs import Blobs, blobs
 
 log = logging.getLogger(__name__)
 
+CHECK_MARGIN_SECONDS = 5.0
+"""A run checks before publishing that its lease has at least this long left (at most a tenth of
+its TTL): a publish that could end after the expiry is not started."""
+
 
 def pid_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (tells a reused pid apart)."""
@@ -143,11 +147,18 @@ class Lease:
         self.generation = None
         self.files.tidy(3)
 
-    def still_held(self) -> bool:
-        """This run's generation is there, its own, and not expired. (While it is not, no other
-        run can hold the lease: one that makes a newer generation meanwhile yields to it.)"""
+    def still_held(self, margin: float = 0.0) -> bool:
+        """This run's generation is there, its own, unexpired (for ``margin`` seconds more), and
+        no newer generation is held. (A newer one made while this run's was unexpired yields to
+        it and vanishes; one that stands was made after this run stalled past its expiry: then a
+        late renewal of this run's record must not make two holders.)"""
         found = self._mine()
-        return found is not None and float(found.get("expires", 0)) > time.time()
+        if found is None or float(found.get("expires", 0)) <= time.time() + margin:
+            return False
+        assert self.generation is not None
+        return not any(
+            (newer := self._read(g)) is not None and _alive(newer) for g in self._generations() if g > self.generation
+        )
 
     def _mine(self) -> dict[str, Any] | None:
         """This run's generation's record, if it is still this run's."""
@@ -157,8 +168,9 @@ class Lease:
         return found if found is not None and found.get("run_id") == self.run_id else None
 
     def check(self) -> None:
-        """Raise if this run lost its lease (it stalled past its expiry and another run took it)."""
-        if not self.still_held():
+        """Raise if this run lost its lease (it stalled past its expiry and another run took it),
+        or is about to: what it does next must end before its expiry."""
+        if not self.still_held(margin=min(CHECK_MARGIN_SECONDS, self.ttl / 10)):
             raise JobFailedError(
                 f"run {self.run_id} lost the lease of {self._subject} (it stalled past its {self.ttl:.0f}s expiry "
                 "and another run took over): nothing more is published by this run"
@@ -190,11 +202,19 @@ class Lease:
         self.files.write(f"{self.generation}.json", json.dumps(record).encode())  # readers see old or new
 
     def _renew_loop(self) -> None:
+        """Renew the expiry every third of the TTL while held. A failed look or write (the store
+        unreachable a moment) is tried again next time; renewal ends when this run's record is
+        gone or expired, or a newer generation stands (the run then fails at :meth:`check`)."""
         while not self._stop.wait(max(1.0, self.ttl / 3)):
-            if not self.still_held():
-                log.error("%s: the lease was taken over by another run", self._subject)
-                return
-            self._write(self._record())
+            try:
+                if self.still_held():
+                    self._write(self._record())
+                    continue
+                if self._mine() is None or not self.still_held():  # (looked at twice: a rival's claim is brief)
+                    log.error("%s: the lease was taken over by another run", self._subject)
+                    return
+            except Exception as exc:
+                log.warning("%s: the lease could not be renewed this time: %s", self._subject, exc)
 
     @property
     def _subject(self) -> str:

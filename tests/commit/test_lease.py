@@ -144,6 +144,24 @@ def test_a_holder_that_lost_its_lease_may_not_publish(root: str) -> None:
     fresh.release()
 
 
+def test_a_late_renewal_of_a_holder_that_stalled_makes_no_second_holder(root: str) -> None:
+    """A renewal can land after the holder's expiry and after another run took the lease (a slow
+    store): the stale holder's record then looks alive again, but a newer generation stands."""
+    stale = Lease(root, "orders", run_id="slow", ttl_seconds=60).acquire()
+    stale._stop.set()
+    assert stale.generation is not None
+    _put(stale, stale.generation, {**_get(stale, stale.generation), "expires": time.time() - 1})
+    fresh = Lease(root, "orders", run_id="fresh", ttl_seconds=60).acquire()
+    stale._write(stale._record())  # the late renewal lands, recreating its record with a new expiry
+    assert not stale.still_held() and fresh.still_held()
+    with pytest.raises(Exception, match="run slow lost the lease"):
+        stale.check()
+    fresh.check()
+    fresh.release()
+    stale.release()
+    assert fresh.files.names() == []
+
+
 def test_the_holder_renews_its_expiry(root: str) -> None:
     lease = Lease(root, "orders", run_id="r", ttl_seconds=3).acquire()
     assert lease.generation is not None
