@@ -62,7 +62,7 @@ def check_shape(config: Any, group: str, name: str) -> dict[str, Any]:
     check_names(group, name)
     _only_data(config, "")
     schedule = config.get("schedule") or ""
-    if not isinstance(schedule, str) or (schedule and not croniter.is_valid(schedule)):
+    if not isinstance(schedule, str) or (schedule and not _fires(schedule)):
         raise Invalid(
             f"`{schedule}` is not a cron expression (minute hour day month weekday, and seconds as a sixth)",
             key="schedule",
@@ -73,13 +73,30 @@ def check_shape(config: Any, group: str, name: str) -> dict[str, Any]:
     return {**config, "flowGroup": group, "flowName": name}
 
 
-def _only_data(value: Any, key: str) -> None:
+def _fires(schedule: str) -> bool:
+    """A cron expression that parses and fires at some time (``0 0 30 2 *`` parses but never does)."""
+    if not croniter.is_valid(schedule):
+        return False
+    try:
+        croniter(schedule).get_next()
+    except Exception:
+        return False
+    return True
+
+
+MAX_DEPTH = 32
+"""How deeply a FlowConfig may nest (a deeper one is refused before anything walks it)."""
+
+
+def _only_data(value: Any, key: str, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise Invalid(f"a FlowConfig may nest at most {MAX_DEPTH} levels", key=key)
     if isinstance(value, dict):
         for k, v in value.items():
-            _only_data(v, f"{key}.{k}" if key else str(k))
+            _only_data(v, f"{key}.{k}" if key else str(k), depth + 1)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _only_data(v, f"{key}[{i}]")
+            _only_data(v, f"{key}[{i}]", depth + 1)
     elif isinstance(value, str) and "${" in value:
         raise Invalid("a stored flow may not hold `${`: give the value itself", key=key)
     elif isinstance(value, str) and value.strip().startswith(ENC_PREFIX):

@@ -11,6 +11,7 @@ no version is ever written twice and a create never lands twice.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -25,6 +26,8 @@ from engine.config.templates import read_config
 from engine.errors import EngineError, JobBusyError
 from engine.service.errors import Conflict, Invalid, NotFound, Unavailable
 from engine.service.tables import ServiceTable, utcnow
+
+log = logging.getLogger(__name__)
 
 FLOW_COLUMNS = (
     ("flow_group", "string"),
@@ -189,7 +192,10 @@ def held(lease: Lease, what: str) -> Iterator[None]:
     try:
         yield
     finally:
-        lease.release()
+        try:
+            lease.release()
+        except Exception as exc:  # what the block did is done; the lease expires on its own
+            log.warning("could not give back the lease of %s: %s", what, exc)
 
 
 def _flow(row: dict[str, Any]) -> StoredFlow:

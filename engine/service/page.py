@@ -16,6 +16,9 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from engine.flow.model import NAME
 
 if TYPE_CHECKING:
     from engine.service.app import Service
@@ -47,8 +50,8 @@ def install_pages(app: FastAPI, service: Service) -> None:
 
     @app.post("/login")
     async def login(request: Request) -> Response:
-        token = (parse_qs((await request.body()).decode()).get("token") or [""])[0].strip()
-        if not token or service.users.authenticate(token) is None:
+        token = (parse_qs((await request.body()).decode(errors="replace")).get("token") or [""])[0].strip()
+        if not token or await run_in_threadpool(service.users.authenticate, token) is None:
             return RedirectResponse("/login?failed=1", status_code=303)
         answer = RedirectResponse("/", status_code=303)
         answer.set_cookie(COOKIE, token, httponly=True, samesite="strict")
@@ -72,7 +75,7 @@ def install_pages(app: FastAPI, service: Service) -> None:
         user = _signed_in(request, service)
         if user is None:
             return RedirectResponse("/login", status_code=303)
-        flow = service.flows.get(group, name)
+        flow = service.flows.get(group, name) if NAME.fullmatch(group) and NAME.fullmatch(name) else None
         if flow is None:
             return HTMLResponse(_page("Not found", f"<p>No flow {escape(group)}/{escape(name)}.</p>"), status_code=404)
         return HTMLResponse(_page(f"{group}/{name}", _flow(service, flow.describe())))

@@ -24,16 +24,20 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from croniter import croniter  # type: ignore[import-untyped]
+from pydantic import ValidationError
 
 from engine.commit.lease import Lease
 from engine.errors import JobBusyError
+from engine.flow.model import FlowConf
 from engine.service.flowstore import StoredFlow
 from engine.service.tables import ServiceTable, newest
+from engine.storage.blobs import blobs
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,9 @@ class Scheduler:
         self.conf = conf
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.table = ServiceTable(root, "schedules", SCHEDULE_COLUMNS)
+        self.claims = blobs(f"{root}/slots")
+        """One file per flow, its last started slot, made exclusively (``<group>.<name>.<epoch>``)."""
+        self._floors: dict[tuple[str, str], tuple[str, datetime]] = {}
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         self.started = self.clock()
         self._lease: Lease | None = None
@@ -94,7 +101,10 @@ class Scheduler:
 
     @property
     def leader(self) -> bool:
-        return self._lease is not None and self._lease.still_held()
+        try:
+            return self._lease is not None and self._lease.still_held()
+        except Exception:  # the store unreachable: not a leader that can prove it
+            return False
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -123,8 +133,12 @@ class Scheduler:
         now = self.clock()
         for flow in self.flows():
             schedule = str(flow.config.get("schedule") or "")
-            if schedule and croniter.is_valid(schedule):
+            if not schedule:
+                continue
+            try:
                 self._decide(flow, schedule, now)
+            except Exception:  # one flow's trouble (a cron that never fires) is not the others'
+                log.exception("scheduler: flow %s/%s, schedule `%s`: no decision", flow.group, flow.name, schedule)
 
     # -- leadership -----------------------------------------------------------------------------
 
@@ -133,35 +147,40 @@ class Scheduler:
             if self._lease.still_held():
                 return True
             log.warning("scheduler: this instance lost the leader lease; another schedules now")
-            self._lease = None
+            lost, self._lease = self._lease, None
+            with suppress(Exception):
+                lost.release()  # (its renewal thread ends; its record, if still there, goes)
             return False
         lease = Lease(self.root, SCHEDULER, run_id=f"scheduler-{self.identity}", ttl_seconds=self.conf.lease_seconds)
         try:
             lease.acquire()
         except JobBusyError:
             return False
-        self._lease = lease
-        self._last = self._decided()  # what earlier leaders decided
+        try:
+            decided = self._decided()  # what earlier leaders decided: read before leading
+        except Exception:
+            lease.release()
+            raise
+        self._lease, self._last, self._floors = lease, decided, {}
         log.info("scheduler: this instance (%s) is the leader", self.identity)
         return True
 
     def _decided(self) -> dict[tuple[str, str], datetime]:
-        found = newest(self.table.rows(), "flow_group", "flow_name", order="slot")
+        found = newest(self.table.rows(fresh=True), "flow_group", "flow_name", order="slot")
         return {k: row["slot"] for k, row in found.items()}  # type: ignore[misc]
 
     # -- one flow -------------------------------------------------------------------------------
 
     def _decide(self, flow: StoredFlow, schedule: str, now: datetime) -> None:
         key = (flow.group, flow.name)
-        floor = flow.changed_at or self.started  # the version that set the schedule, or this start
-        since = max(self._last.get(key, floor), floor)
-        due = _slots(schedule, since, now)
+        due = _slots(schedule, self._since(flow, schedule), now)
         if not due:
             return
         latest = due[-1]
         on_time = (now - latest).total_seconds() <= MISSED_AFTER_SECONDS
-        missed = due[:-1] if on_time else due
-        catchup = bool(flow.config.get("catchup"))
+        late = [s for s in due[:-1] if (now - s).total_seconds() > MISSED_AFTER_SECONDS]
+        missed = late if on_time else due  # (slots within the window run as one with the latest)
+        catchup = _catchup(flow)
         if missed and not (catchup and not on_time):
             what = "run once by the slot on time" if catchup else "skipped"
             message = f"{len(missed)} slot(s) missed from {missed[0]:%Y-%m-%d %H:%M:%S}: {what}"
@@ -172,8 +191,24 @@ class Scheduler:
         else:
             self._last[key] = latest
 
+    def _since(self, flow: StoredFlow, schedule: str) -> datetime:
+        """Where the flow's slots are counted from: its last decided slot, or when its schedule
+        was set (the version that changed it; the service's start for a flow file), whichever
+        is later. Another change of the flow keeps the count going."""
+        key = (flow.group, flow.name)
+        known = self._floors.get(key)
+        if known is None or known[0] != schedule:
+            new_leader = known is None and key in self._last  # then from what the last one decided
+            floor = self._last[key] if new_leader else flow.changed_at or self.started
+            known = self._floors[key] = (schedule, floor)
+        return max(self._last.get(key, known[1]), known[1])
+
     def _run(self, flow: StoredFlow, slot: datetime, trigger: str, missed: int, now: datetime) -> None:
         if not self.leader:  # it stalled past its TTL and lost the lease: the new leader decides
+            return
+        if not self._claim(flow, slot):  # a leader that stalled and one that took over: one starts it
+            log.warning("scheduler: flow %s/%s: the slot %s was started by another leader", flow.group, flow.name, slot)
+            self._last[(flow.group, flow.name)] = slot
             return
         message = f"{trigger}: the slot of {slot:%Y-%m-%d %H:%M:%S}" + (f" and {missed} missed" if missed else "")
         self._record(flow, slot, "starting", missed, None, message)
@@ -185,6 +220,18 @@ class Scheduler:
             self._record(flow, slot, "failed", missed, None, f"{type(exc).__name__}: {exc}")
             return
         self._record(flow, slot, "started", missed, row["execution_id"], message)
+
+    def _claim(self, flow: StoredFlow, slot: datetime) -> bool:
+        """Claim ``slot`` of ``flow`` with an exclusive create: True for one leader only. Older
+        claims of the flow are deleted (the decisions table keeps the history)."""
+        prefix = f"{flow.group}.{flow.name}."
+        if not self.claims.create(f"{prefix}{int(slot.timestamp())}", self.identity.encode()):
+            return False
+        for name in self.claims.names():
+            stamp = name.removeprefix(prefix)
+            if name.startswith(prefix) and stamp.isdigit() and int(stamp) < int(slot.timestamp()):
+                self.claims.delete(name)
+        return True
 
     def _record(
         self, flow: StoredFlow, slot: datetime, decision: str, missed: int, execution: str | None, message: str
@@ -212,7 +259,10 @@ class Scheduler:
         rows = [r for r in self.table.rows() if (r["flow_group"], r["flow_name"]) == (flow.group, flow.name)]
         rows.sort(key=lambda r: (r["slot"], r["decided_at"]), reverse=True)
         now = self.clock()
-        upcoming = croniter(schedule, now).get_next(datetime) if schedule and croniter.is_valid(schedule) else None
+        try:
+            upcoming = croniter(schedule, now).get_next(datetime) if schedule else None
+        except Exception:  # (a stored schedule that never fires)
+            upcoming = None
         return {
             "flowGroup": flow.group,
             "flowName": flow.name,
@@ -234,12 +284,22 @@ class Scheduler:
 
 
 def _slots(schedule: str, since: datetime, now: datetime) -> list[datetime]:
-    """The fire times of ``schedule`` in (``since``, ``now``]."""
+    """The fire times of ``schedule`` in (``since``, ``now``]: the first :data:`MAX_SLOTS` and
+    the last."""
     found: list[datetime] = []
     it = croniter(schedule, since)
     while len(found) < MAX_SLOTS:
         slot = it.get_next(datetime)
         if slot > now:
-            break
+            return found
         found.append(slot)
-    return found
+    last = croniter(schedule, now + timedelta(microseconds=1)).get_prev(datetime)
+    return [*found, last] if last > found[-1] else found
+
+
+def _catchup(flow: StoredFlow) -> bool:
+    """The flow's ``catchup``, read as the compiler reads it (``"false"`` is false)."""
+    try:
+        return FlowConf.model_validate(flow.config).catchup
+    except ValidationError:
+        return False

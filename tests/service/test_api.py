@@ -136,6 +136,7 @@ def test_flow_files_are_listed_and_read_only(served: Served) -> None:
             id="template",
         ),
         pytest.param(flow("bad", "a", schedule="every day"), 422, "schedule", "cron", id="cron"),
+        pytest.param(flow("bad", "a", schedule="0 0 30 2 *"), 422, "schedule", "cron", id="cron-never-fires"),
         pytest.param(flow("bad", "a", description="${HOME}"), 422, "description", "${", id="substitution"),
         pytest.param(flow("bad", "a b"), 422, "flowName", "letters", id="name"),
         pytest.param({"flowGroup": "bad"}, 422, "flowName", "needs", id="no-name"),

@@ -156,3 +156,58 @@ def test_seconds_are_a_sixth_field(store: FlowStore) -> None:
     leader.tick()
     assert started.calls == [("g/f", "schedule")] * 2
     leader.stop()
+
+
+def test_a_flow_whose_schedule_cannot_be_read_does_not_stop_the_others(store: FlowStore) -> None:
+    clock, started = Clock(), Started()
+    good = scheduled(store, "* * * * *", clock)
+    broken = StoredFlow(**{**good.__dict__, "name": "a", "config": {"schedule": "0 0 30 2 *"}})  # never fires
+    leader = scheduler(store, clock, started, [broken, good])
+    clock.at(seconds=61)
+    leader.tick()
+    assert started.calls == [("g/f", "schedule")]
+    assert leader.describe(broken)["nextRunTime"] is None
+    leader.stop()
+
+
+def test_another_change_of_the_flow_does_not_lose_a_due_slot(store: FlowStore) -> None:
+    clock, started = Clock(), Started()
+    flows = [scheduled(store, "* * * * *", clock)]
+    leader = scheduler(store, clock, started, flows)
+    clock.at(seconds=30)
+    leader.tick()
+    clock.at(seconds=65)  # the slot of 12:01 came; a new description is saved before the next tick
+    flows[0] = StoredFlow(
+        **{
+            **flows[0].__dict__,
+            "version": 2,
+            "changed_at": clock(),
+            "config": {"schedule": "* * * * *", "description": "x"},
+        }
+    )
+    leader.tick()
+    assert started.calls == [("g/f", "schedule")]
+    leader.stop()
+
+
+def test_a_slot_is_claimed_by_one_leader_only(store: FlowStore) -> None:
+    """A leader that stalled past its lease and the one that took over may both decide a slot:
+    its claim, an exclusive create, lets one start it."""
+    clock, started = Clock(), Started()
+    flow = scheduled(store, "* * * * *", clock)
+    first, second = (scheduler(store, clock, started, [flow]) for _ in range(2))
+    slot = T0 + timedelta(minutes=1)
+    assert [first._claim(flow, slot), second._claim(flow, slot)] == [True, False]
+    assert second._claim(flow, slot + timedelta(minutes=1)), "the next slot is free"
+    assert sorted(first.claims.names()) == [f"g.f.{int((slot + timedelta(minutes=1)).timestamp())}"], "older claims go"
+
+
+@pytest.mark.parametrize("value", [False, "false", "no", 0])
+def test_catchup_is_read_as_the_compiler_reads_it(store: FlowStore, value: object) -> None:
+    clock, started = Clock(), Started()
+    flow = scheduled(store, "*/5 * * * *", clock, catchup=value)
+    leader = scheduler(store, clock, started, [flow])
+    clock.at(minutes=32)
+    leader.tick()
+    assert started.calls == []
+    leader.stop()
