@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.commit.lease import pid_start, process_alive
+from engine.config.jobs_source import FLOWS_DIR_ENV
+from engine.errors import EXIT_BUSY, EXIT_CONFIG, EXIT_SIGNALLED
 from engine.service.errors import Conflict, NotFound
 from engine.service.flowstore import StoredFlow
 from engine.service.tables import ServiceTable, utcnow
@@ -63,10 +65,10 @@ EXECUTION_COLUMNS = (
     ("changed_at", "timestamp"),
 )
 RUNS_DIR = "runs"
-FLOWS_DIR_ENV = "ENGINE_FLOWS_DIR"
 RUN_ID_ENV = "ENGINE_RUN_ID"
+"""The run id a run takes (:data:`engine.cli.app.RUN_ID_ENV`; engine.cli is not importable here)."""
 OWNER_GROUPS_ENV = "ENGINE_OWNER_GROUPS"
-EXIT_CONFIG, EXIT_BUSY, EXIT_SIGNALLED = 2, 3, 128
+"""The owner's groups a run reads (:data:`engine.cli.flows.OWNER_GROUPS`)."""
 EXIT_FILE = "exit_code"
 RECORD_EXIT = """
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
