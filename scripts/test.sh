@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (idempotent: .venv, JVM jars, PostgreSQL server binaries, Chromium), lint (ruff),
-# types (mypy), layer contracts (import-linter), then pytest. Extra arguments go to pytest
-# (e.g. -k converters, -m "not e2e").
+# The whole test suite: set-up (idempotent: .venv, JVM jars, PostgreSQL server binaries, Kafka broker jars,
+# Chromium), lint (ruff), types (mypy), layer contracts (import-linter), then pytest. Extra arguments go to
+# pytest (e.g. -k converters, -m "not e2e").
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/bootstrap.sh"
 bash "$root/scripts/postgres.sh" install
+bash "$root/scripts/kafka.sh" install
 bash "$root/scripts/chromium.sh" install
 cd "$root"
 venv="$root/.venv/bin"

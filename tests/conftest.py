@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-pytest_plugins = ["tests.postgres", "tests.s3"]
+pytest_plugins = ["tests.kafka", "tests.postgres", "tests.s3"]
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +52,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if "postgres" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
+        if "kafka" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)

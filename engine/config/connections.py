@@ -55,9 +55,11 @@ KEY = "connection"
 SUFFIXES = (".conf", ".yaml", ".yml")
 _LOGIN = frozenset({"url", "user", "password", "driver"})
 _S3 = frozenset({"buckets", "endpoint", "region", "access_key", "secret_key", "session_token", "path_style"})
+_KAFKA = frozenset({"bootstrap_servers", "options"})
 KINDS: dict[str, tuple[frozenset[str], dict[str, frozenset[str]]]] = {
     "jdbc": (_LOGIN | {"options"}, {"jdbc": _LOGIN | {"options"}, "jdbc_tables": _LOGIN}),
     "s3": (_S3, {}),
+    "kafka": (_KAFKA, {"kafka": _KAFKA}),
 }
 """``type`` -> (the keys a connection of that kind holds, {a node type that can use it: the keys
 that node takes from it})."""

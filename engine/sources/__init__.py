@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.plugins import PAYLOADS, PluginEntry, Registry
-from engine.sources.conf import DeltaSourceConf, FilesSourceConf, JdbcSourceConf, SourceConf
+from engine.sources.conf import DeltaSourceConf, FilesSourceConf, JdbcSourceConf, KafkaSourceConf, SourceConf
 
 if TYPE_CHECKING:
     from engine.sources.base import Source
@@ -20,6 +20,9 @@ SOURCES: Registry[SourceConf, Source] = Registry(
             DeltaSourceConf, "engine.sources.delta:DeltaSource", payloads=("engine.sources.delta:Range",)
         ),
         "jdbc": PluginEntry(JdbcSourceConf, "engine.sources.jdbc:JdbcSource"),
+        "kafka": PluginEntry(
+            KafkaSourceConf, "engine.sources.kafka:KafkaSource", payloads=("engine.sources.kafka:Offsets",)
+        ),
     },
 )
 
@@ -29,4 +32,4 @@ for _framework in ("engine.sources.workunits:WorkUnit", "engine.sources.workunit
     PAYLOADS.register(_framework)
 PAYLOADS.register("engine.sources.file_listing:FileEntry", formerly=("engine.sources.files:FileEntry",))
 
-__all__ = ["SOURCES", "DeltaSourceConf", "FilesSourceConf", "JdbcSourceConf", "SourceConf"]
+__all__ = ["SOURCES", "DeltaSourceConf", "FilesSourceConf", "JdbcSourceConf", "KafkaSourceConf", "SourceConf"]

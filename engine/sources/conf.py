@@ -48,7 +48,7 @@ class LimitsConf(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_records: int | None = Field(default=None, ge=1)
-    """At most this many records (sources that can estimate records: delta, jdbc)."""
+    """At most this many records (sources that can estimate records: delta, jdbc, kafka)."""
     max_bytes: int | str | None = None
     """At most this many bytes of input (files, delta)."""
     max_files: int | None = Field(default=None, ge=1)
@@ -320,3 +320,124 @@ class JdbcSourceConf(SourceConf):
             return f"({self.query}) engine_src"
         assert self.table is not None
         return self.table
+
+
+class KafkaSourceConf(SourceConf):
+    """Kafka topics read in batches: each topic is a dataset, its watermark the next offset of each
+    partition (``multi_long``, indexed by partition number).
+
+    Planning asks the brokers (Kafka's own client, in the driver) for each partition's first and
+    end offsets and fixes this run's end offsets in the stored batch plan before anything is read,
+    so a retry of the batch reads exactly the same records. A new partition starts at its first
+    offset; a new topic at ``starting_offsets``. Data that is gone is never skipped silently:
+    offsets below a partition's first offset (retention ran first), offsets above its end (the
+    topic was deleted and re-created) or a partition that went away stop the DAG, naming topic,
+    partition and offsets, unless ``on_data_loss = skip``, which reads on from what is there and
+    records each gap (partition, from, to, count) in the dataset's status note.
+
+    Values are parsed by ``format``: ``json`` and ``avro`` need ``schema`` (a Spark DDL string,
+    an ``.avsc`` file or an inline Avro schema; ``avro`` needs an Avro one). A value that does not
+    parse goes to the error table (step ``read``) with its topic, partition, offset, key and raw
+    value. Every record also carries ``kafka_key``, ``kafka_topic``, ``kafka_partition``,
+    ``kafka_offset``, ``kafka_timestamp`` and ``kafka_headers``.
+
+    .. code-block:: hocon
+
+        sources.events {
+          type = kafka
+          bootstrap_servers = "broker1:9092,broker2:9092"
+          topics = [orders, payments]          # or: pattern = "shop\\\\..*"
+          format = json
+          schema = schemas/event.avsc
+          limits.max_records = 5000000
+          options { "security.protocol" = SASL_SSL, "sasl.mechanism" = PLAIN, "sasl.jaas.config" = ${?JAAS} }
+        }
+    """
+
+    type: Literal["kafka"] = "kafka"
+    bootstrap_servers: str
+    """``host:port`` of one or more brokers, comma-separated."""
+    topics: list[str] | None = None
+    """The topics to read, each its own dataset; or give ``pattern``."""
+    pattern: str | None = None
+    """A regular expression a topic's whole name must match (topics starting ``__`` are Kafka's own)."""
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    """Where a topic with no watermark starts: its first offsets, or its end (only what comes after)."""
+    on_data_loss: Literal["fail", "skip"] = "fail"
+    """Offsets the watermark needs that are gone. ``fail``: the DAG stops and names them. ``skip``:
+    read from the first offset still there and note the gap on the dataset's status."""
+    format: Literal["json", "avro", "string", "bytes"] = "json"
+    """How values are read: parsed by ``schema`` (``json``, ``avro``), or kept whole in a ``value``
+    column (``string``: UTF-8 text, ``bytes``: binary)."""
+    schema_: str | None = Field(default=None, alias="schema")
+    """The value's schema: a Spark DDL string, an ``.avsc`` file or an inline Avro schema (JSON)."""
+    confluent_wire: bool = False
+    """``avro``: values carry the Confluent wire format's 5-byte header (magic byte 0, schema id),
+    which is stripped; a value without it is an error record."""
+    key_format: Literal["string", "bytes"] = "string"
+    """``kafka_key`` as UTF-8 text or binary."""
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Kafka client properties (``security.protocol``, ``sasl.*``, ``ssl.*``, ...), given both to
+    the planning client and to Spark's reader (as ``kafka.<property>``)."""
+    min_partitions: int | None = Field(default=None, ge=1)
+    """Spark tasks to read with; unset, one per topic partition (Spark splits large partitions)."""
+    timeout: float | int | str = 30.0
+    """How long planning waits for the brokers before the DAG fails (``30s``, ``2m``)."""
+
+    @field_validator("timeout")
+    @classmethod
+    def _duration(cls, value: float | int | str) -> float:
+        return parse_seconds(value)
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"`{value}` is not a regular expression: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _checked(self) -> KafkaSourceConf:
+        if (self.topics is None) == (self.pattern is None):
+            raise ValueError("give exactly one of `topics` and `pattern`")
+        if self.topics is not None and (not self.topics or not all(t.strip() for t in self.topics)):
+            raise ValueError("`topics` lists no topic (or an empty name)")
+        if self.format in ("json", "avro") and self.schema_ is None:
+            raise ValueError(f"format = {self.format} needs `schema` (a DDL string, an .avsc file or an Avro schema)")
+        if self.format == "avro" and self.schema_ is not None and not _is_avro(self.schema_):
+            raise ValueError("format = avro needs an Avro `schema` (an .avsc file or an inline Avro schema)")
+        if self.format not in ("json", "avro") and self.schema_ is not None:
+            raise ValueError(f"format = {self.format} keeps the value whole: leave `schema` out")
+        if self.confluent_wire and self.format != "avro":
+            raise ValueError("`confluent_wire` is for format = avro")
+        return self
+
+    def resolved(self, anchors: Anchors) -> KafkaSourceConf:
+        schema = self.schema_
+        if schema is not None and schema.endswith(".avsc"):
+            schema = anchors.from_job_file(schema)
+        return self.model_copy(update={"schema_": schema})
+
+    def schema_ddl(self) -> str | None:
+        """The value's schema as a Spark DDL string (``None`` for ``string``/``bytes``)."""
+        if self.schema_ is None:
+            return None
+        if _is_avro(self.schema_):
+            return avro_to_ddl(load_avro_schema(self.avro_source()))
+        return self.schema_
+
+    def avro_source(self) -> Path | str:
+        assert self.schema_ is not None
+        return Path(self.schema_) if self.schema_.endswith(".avsc") else self.schema_
+
+    def client_properties(self) -> dict[str, str]:
+        """The Kafka client's properties: the brokers and ``options`` (booleans as ``true``/``false``)."""
+        props = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.options.items()}
+        return {"bootstrap.servers": self.bootstrap_servers, **props}
+
+
+def _is_avro(schema: str) -> bool:
+    return schema.endswith(".avsc") or schema.lstrip().startswith("{")
