@@ -15,6 +15,7 @@ step runs and replayed by a later run.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 from abc import ABC, abstractmethod
@@ -51,6 +52,8 @@ class StepContext:
 
 
 _KINDS: dict[str, type[CommitStep]] = {}
+_ELSEWHERE = {"jdbc_publish": "engine.commit.jdbc", "jdbc_drop_staging": "engine.commit.jdbc"}
+"""Step kinds of modules that import this one, by the module that defines them (imported on use)."""
 
 
 @dataclass
@@ -83,6 +86,9 @@ class CommitStep(ABC):
         data = dict(data)
         kind = data.pop("kind", "")
         cls = _KINDS.get(kind)
+        if cls is None and kind in _ELSEWHERE:  # a step kind defined beside what it publishes to
+            importlib.import_module(_ELSEWHERE[kind])
+            cls = _KINDS.get(kind)
         if cls is None:
             raise StepError(f"unknown commit step kind {kind!r} (written by a newer engine?)")
         names = {f.name for f in fields(cls)}

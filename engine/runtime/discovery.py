@@ -10,9 +10,9 @@ import logging
 import posixpath
 from typing import TYPE_CHECKING
 
+from engine.commit.jdbc import connection_options
 from engine.converters.base import first_line
 from engine.errors import ConfigError, JobFailedError
-from engine.sources.jdbc import connection_options
 from engine.spec.fanout import Found
 from engine.spec.model import GlobDiscoverConf, JdbcTablesDiscoverConf
 

@@ -147,6 +147,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     def limits(self) -> SourceLimitsConf:
         return self.source.conf.limits
 
+    def locations(self) -> dict[str, object]:
+        """What its sinks' commit steps may not store (a database's login)."""
+        return {key: found for sink in self.sinks for key, found in sink.locations().items()}
+
     def fingerprint(self) -> str:
         """What a stored plan depends on: the source's name and config."""
         text = f"{self.source.name}\n{self.source.conf.model_dump_json()}"

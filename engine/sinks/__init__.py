@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.plugins import PluginEntry, Registry
-from engine.sinks.conf import ConsoleSinkConf, DeltaSinkConf, FilesSinkConf, SinkConf, TableSinkConf
+from engine.sinks.conf import ConsoleSinkConf, DeltaSinkConf, FilesSinkConf, JdbcSinkConf, SinkConf, TableSinkConf
 
 if TYPE_CHECKING:
     from engine.sinks.base import Sink
@@ -17,7 +17,8 @@ SINKS: Registry[SinkConf, Sink] = Registry(
         "delta": PluginEntry(DeltaSinkConf, "engine.sinks.delta:DeltaSink"),
         **{name: _FILES for name in ("parquet", "avro", "json", "csv")},
         "console": PluginEntry(ConsoleSinkConf, "engine.sinks.console:ConsoleSink"),
+        "jdbc": PluginEntry(JdbcSinkConf, "engine.sinks.jdbc:JdbcSink"),
     },
 )
 
-__all__ = ["SINKS", "ConsoleSinkConf", "DeltaSinkConf", "FilesSinkConf", "SinkConf", "TableSinkConf"]
+__all__ = ["SINKS", "ConsoleSinkConf", "DeltaSinkConf", "FilesSinkConf", "JdbcSinkConf", "SinkConf", "TableSinkConf"]

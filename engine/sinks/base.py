@@ -35,6 +35,11 @@ class Sink(ABC):
     @abstractmethod
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged: ...
 
+    def locations(self) -> dict[str, object]:
+        """What its commit steps need that they may not store (a database login), by the key the
+        steps look it up under: the publisher hands it to them. Nothing by default."""
+        return {}
+
     def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
         """Throw away, unpublished, whatever :meth:`stage` of ``batch`` wrote (nothing by default)."""
 

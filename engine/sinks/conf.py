@@ -146,3 +146,75 @@ class ConsoleSinkConf(SinkConf):
 
     def on_replay(self) -> OnReplay:
         return OnReplay("console", "SHOWN", "prints the records again")
+
+
+class JdbcSinkConf(SinkConf):
+    """A database table (a "dispersal" sink: the lake's records out to an online store), written
+    exactly once per batch.
+
+    Staging loads the branch into a table of its own in the target's schema
+    (``engine_stage_<hash>``, by Spark's JDBC writer in parallel partitions); publishing is one
+    database transaction that applies it to ``table`` and records the batch in the control table
+    (``control_table``, created when missing, primary key ``(app_id, batch)``); the commit step
+    looks for that record first, so a batch replayed after a crash is never applied twice. The
+    target must exist with every column of the branch (its owners keep its schema).
+
+    - ``append``: insert the rows. ``overwrite``: delete every row, then insert (one transaction).
+    - ``upsert``: update the rows whose ``keys`` match, insert the others (PostgreSQL:
+      ``INSERT ... ON CONFLICT (keys) DO UPDATE``, which needs a unique index on ``keys``; other
+      databases: ``MERGE``). Rows of one batch with the same keys are reduced to one first: the
+      largest ``sequence_by`` wins (an arbitrary one without it).
+
+    .. code-block:: hocon
+
+        sinks.online {
+          type = jdbc
+          connection = serving_db            # url, user, password
+          table = public.customers
+          mode = upsert
+          keys = [customer_id]
+          sequence_by = kafka_offset
+        }
+    """
+
+    type: Literal["jdbc"] = "jdbc"
+    url: str
+    """The JDBC URL (credentials go in ``user``/``password``, which are redacted)."""
+    table: str
+    """The target table, ``schema.table`` or ``table``."""
+    user: str | None = None
+    password: str | None = None
+    driver: str | None = None
+    """The driver class; inferred from the URL for common databases."""
+    mode: Literal["append", "overwrite", "upsert"] = "append"
+    keys: list[str] = Field(default_factory=list)
+    """The columns that identify a row, for ``mode = upsert``."""
+    sequence_by: str | None = None
+    """``upsert``: of a batch's rows with the same keys, the one with the largest value here wins."""
+    control_table: str = "engine_batches"
+    """Where published batches are recorded (in the target's database; ``schema.table`` or ``table``)."""
+    batch_size: int = Field(default=10_000, ge=1)
+    """Rows per JDBC batch insert while staging."""
+    partitions: int | None = Field(default=None, ge=1)
+    """Parallel connections staging writes with (the branch is repartitioned); unset, its own partitions."""
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Extra options for Spark's JDBC writer and the driver (``sslmode``, ...)."""
+
+    @model_validator(mode="after")
+    def _keys(self) -> Self:
+        if self.mode == "upsert" and not self.keys:
+            raise ValueError("mode `upsert` needs `keys`: the columns that identify a row")
+        if self.keys and self.mode != "upsert":
+            raise ValueError("`keys` is only used with mode `upsert`")
+        if self.sequence_by is not None and self.mode != "upsert":
+            raise ValueError("`sequence_by` is only used with mode `upsert`")
+        return self
+
+    def on_replay(self) -> OnReplay:
+        what = f"jdbc table {self.table}, mode {self.mode}"
+        if self.mode == "upsert":
+            keys = ", ".join(self.keys)
+            return OnReplay(f"{what} on {keys}", "SAFE", f"rows matching on ({keys}) are updated, not added again")
+        if self.mode == "overwrite":
+            return OnReplay(what, "REPLACED", "will hold only what the next run reads")
+        return OnReplay(what, "DUPLICATES", "inserts the records again: rows already there are duplicated")

@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 )
 
 from engine.columns import DATASET
+from engine.commit.jdbc import connection_options
 from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import PlanContext, Source
 from engine.sources.conf import JdbcSourceConf
@@ -42,33 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
-_DRIVERS = {
-    "postgresql": "org.postgresql.Driver",
-    "mysql": "com.mysql.cj.jdbc.Driver",
-    "mariadb": "org.mariadb.jdbc.Driver",
-    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
-    "oracle": "oracle.jdbc.OracleDriver",
-    "db2": "com.ibm.db2.jcc.DB2Driver",
-    "sqlite": "org.sqlite.JDBC",
-    "h2": "org.h2.Driver",
-}
 _LONGS = (ByteType, ShortType, IntegerType, LongType)
 _TIMES = (TimestampType, TimestampNTZType, DateType)
-
-
-def connection_options(
-    url: str, *, user: str | None = None, password: str | None = None, driver: str | None = None
-) -> dict[str, str]:
-    """Spark JDBC reader options for a connection, the driver class inferred from the URL."""
-    opts = {"url": url}
-    for key, value in (("user", user), ("password", password), ("driver", driver)):
-        if value is not None:
-            opts[key] = value
-    if "driver" not in opts:  # jars added at submit time are not visible to DriverManager
-        scheme = url.split(":")[1] if url.count(":") >= 2 else ""
-        if scheme in _DRIVERS:
-            opts["driver"] = _DRIVERS[scheme]
-    return opts
 
 
 class JdbcSource(Source):
