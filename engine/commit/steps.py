@@ -52,7 +52,11 @@ class StepContext:
 
 
 _KINDS: dict[str, type[CommitStep]] = {}
-_ELSEWHERE = {"jdbc_publish": "engine.commit.jdbc", "jdbc_drop_staging": "engine.commit.jdbc"}
+_ELSEWHERE = {
+    "jdbc_publish": "engine.commit.jdbc",
+    "jdbc_drop_staging": "engine.commit.jdbc",
+    "kafka_send": "engine.commit.kafka",
+}
 """Step kinds of modules that import this one, by the module that defines them (imported on use)."""
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.plugins import PluginEntry, Registry
-from engine.sinks.conf import ConsoleSinkConf, DeltaSinkConf, FilesSinkConf, JdbcSinkConf, SinkConf, TableSinkConf
+from engine.sinks.conf import (
+    ConsoleSinkConf,
+    DeltaSinkConf,
+    FilesSinkConf,
+    JdbcSinkConf,
+    KafkaSinkConf,
+    SinkConf,
+    TableSinkConf,
+)
 
 if TYPE_CHECKING:
     from engine.sinks.base import Sink
@@ -18,7 +26,17 @@ SINKS: Registry[SinkConf, Sink] = Registry(
         **{name: _FILES for name in ("parquet", "avro", "json", "csv")},
         "console": PluginEntry(ConsoleSinkConf, "engine.sinks.console:ConsoleSink"),
         "jdbc": PluginEntry(JdbcSinkConf, "engine.sinks.jdbc:JdbcSink"),
+        "kafka": PluginEntry(KafkaSinkConf, "engine.sinks.kafka:KafkaSink"),
     },
 )
 
-__all__ = ["SINKS", "ConsoleSinkConf", "DeltaSinkConf", "FilesSinkConf", "JdbcSinkConf", "SinkConf", "TableSinkConf"]
+__all__ = [
+    "SINKS",
+    "ConsoleSinkConf",
+    "DeltaSinkConf",
+    "FilesSinkConf",
+    "JdbcSinkConf",
+    "KafkaSinkConf",
+    "SinkConf",
+    "TableSinkConf",
+]

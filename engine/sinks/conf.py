@@ -218,3 +218,63 @@ class JdbcSinkConf(SinkConf):
         if self.mode == "overwrite":
             return OnReplay(what, "REPLACED", "will hold only what the next run reads")
         return OnReplay(what, "DUPLICATES", "inserts the records again: rows already there are duplicated")
+
+
+class KafkaSinkConf(SinkConf):
+    """A Kafka topic: each record of the branch one message. **At least once**, never silently
+    twice: every message carries headers ``engine.job``, ``engine.dag``, ``engine.batch`` (the
+    sink's batch id, the same on every replay) and ``engine.record`` (the record's number within
+    the batch, fixed when the batch is staged), so a consumer drops a repeat by (batch, record).
+
+    Staging writes the batch's messages (key, value, headers) as Parquet under ``staging_dir``;
+    publishing sends them with Spark's Kafka writer, then marks the batch sent. Messages repeat
+    only when a driver dies while sending (the batch is sent again whole by the rerun); a batch
+    marked sent is never sent again.
+
+    .. code-block:: hocon
+
+        sinks.out { type = kafka, bootstrap_servers = "broker:9092", topic = orders_clean, key = order_id }
+    """
+
+    type: Literal["kafka"] = "kafka"
+    bootstrap_servers: str
+    topic: str
+    key: str | None = None
+    """The column sent as the message key (as text); unset, no key (the producer spreads messages)."""
+    format: Literal["json", "avro", "string", "bytes"] = "json"
+    """The value: the record's columns (``value_columns``) as a JSON object or an Avro record, or
+    one column as text (``string``) or binary (``bytes``)."""
+    value_columns: list[str] | None = None
+    """The columns that make the value (``json``/``avro``: all of the branch's when unset;
+    ``string``/``bytes``: exactly one)."""
+    schema_: str | None = Field(default=None, alias="schema")
+    """``avro``: the value's Avro schema (an ``.avsc`` file or inline); unset, derived from the columns."""
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Kafka producer properties (``security.protocol``, ``sasl.*``, ``compression.type``, ...)."""
+    staging_dir: str = "_engine/kafka_staging"
+    """Where staged batches wait to be sent, relative to the warehouse."""
+
+    @model_validator(mode="after")
+    def _value(self) -> Self:
+        if self.format in ("string", "bytes") and (self.value_columns is None or len(self.value_columns) != 1):
+            raise ValueError(f"format = {self.format} sends one column: set `value_columns = [<column>]`")
+        if self.schema_ is not None and self.format != "avro":
+            raise ValueError("`schema` is for format = avro")
+        return self
+
+    def resolved(self, anchors: Anchors) -> Self:
+        schema = self.schema_
+        if schema is not None and schema.endswith(".avsc"):
+            schema = anchors.from_job_file(schema)
+        return self.model_copy(update={"staging_dir": anchors.under_warehouse(self.staging_dir), "schema_": schema})
+
+    def client_properties(self) -> dict[str, str]:
+        props = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.options.items()}
+        return {"bootstrap.servers": self.bootstrap_servers, **props}
+
+    def on_replay(self) -> OnReplay:
+        return OnReplay(
+            f"kafka topic {self.topic}",
+            "DUPLICATES",
+            "sends the records again, in a new batch (new engine.batch headers)",
+        )

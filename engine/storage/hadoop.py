@@ -66,6 +66,11 @@ class HadoopFs:
             out.append((relative, int(status.getLen())))
         return sorted(out)
 
+    def touch(self, path: str) -> None:
+        """Create an empty file at ``path`` (replacing one there)."""
+        fs, jpath = self._fs(path)
+        fs.create(jpath, True).close()
+
     def rename(self, src: str, dst: str) -> None:
         fs, jsrc = self._fs(src)
         _, jdst = self._fs(dst)
