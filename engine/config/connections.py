@@ -2,10 +2,10 @@
 
 A connection is one file, ``<name>.conf`` (HOCON), ``.yaml`` or ``.yml``, in
 ``$ENGINE_CONNECTIONS_DIR``, else in the config tree's ``connections/`` (``conf/connections/``).
-A source (``sources.<name>``: of the job, of a DAG, of the fan-out's template) or a fan-out's
-``discover`` says ``connection = <name>`` instead of repeating the connection's keys; its own keys
-win over the connection's (a null one does not: the documented defaults a job leaves out are null;
-``options`` are merged key by key). ``connection`` anywhere else is left alone. A
+A source or a sink (``sources.<name>``, ``sinks.<name>``: of the job, of a DAG, of the fan-out's
+template) or a fan-out's ``discover`` says ``connection = <name>`` instead of repeating the
+connection's keys; its own keys win over the connection's (a null one does not: the documented
+defaults a job leaves out are null; ``options`` are merged key by key). ``connection`` anywhere else is left alone. A
 value in the file may be ``ENC(...)`` (:mod:`engine.config.secrets`): the run decrypts it like any
 other, and masks it the same way.
 
@@ -79,15 +79,15 @@ def with_connections(data: dict[str, Any]) -> dict[str, Any]:
     job = data.get("job")
     if not isinstance(job, dict):
         return data
-    out = dict(_sources(job, "job", loaded))  # a copy: the composed config stays as it was
+    out = dict(_nodes(job, "job", loaded))  # a copy: the composed config stays as it was
     dags = out.get("dags")
     if isinstance(dags, dict):
-        out["dags"] = {n: _sources(d, f"job.dags.{n}", loaded) for n, d in dags.items()}
+        out["dags"] = {n: _nodes(d, f"job.dags.{n}", loaded) for n, d in dags.items()}
     fan_out = out.get("fan_out")
     if isinstance(fan_out, dict):
         fan_out = dict(fan_out)
         if isinstance(fan_out.get("template"), dict):
-            fan_out["template"] = _sources(fan_out["template"], "job.fan_out.template", loaded)
+            fan_out["template"] = _nodes(fan_out["template"], "job.fan_out.template", loaded)
         if isinstance(fan_out.get("discover"), dict):
             fan_out["discover"] = _filled(fan_out["discover"], "job.fan_out.discover", loaded)
         out["fan_out"] = fan_out
@@ -116,12 +116,15 @@ def _storage(data: dict[str, Any], loaded: dict[str, tuple[dict[str, Any], Path]
     return {**data, "storage": {**storage, "connections": found}}
 
 
-def _sources(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
-    """``node`` (a job, a DAG, a template) with its ``sources`` filled."""
-    if not isinstance(node, dict) or not isinstance(node.get("sources"), dict):
+def _nodes(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
+    """``node`` (a job, a DAG, a template) with its ``sources`` and ``sinks`` filled."""
+    if not isinstance(node, dict):
         return node
-    sources = {n: _filled(s, f"{key}.sources.{n}", loaded) for n, s in node["sources"].items()}
-    return {**node, "sources": sources}
+    out = dict(node)
+    for part in ("sources", "sinks"):
+        if isinstance(node.get(part), dict):
+            out[part] = {n: _filled(s, f"{key}.{part}.{n}", loaded) for n, s in node[part].items()}
+    return out
 
 
 def _filled(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:

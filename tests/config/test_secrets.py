@@ -341,7 +341,7 @@ def test_a_job_reads_through_a_named_connection_whose_password_is_encrypted(
     ("file", "text", "needle"),
     [
         (None, "", "no connection `shop`"),
-        ("shop.yaml", "type: kafka\n", "unknown connection type `kafka`"),
+        ("shop.yaml", "type: ftp\n", "unknown connection type `ftp`"),
         ("shop.yaml", "type: jdbc\nurl: jdbc:x\nhost: db\n", "not `host`"),
         ("shop.yaml", "type: jdbc\nurl: [unclosed\n", "does not parse"),
     ],
@@ -380,7 +380,7 @@ def test_a_connection_of_another_kind_is_refused(spark: Any, lake: Path, connect
 
 
 def test_connection_elsewhere_than_a_source_is_left_alone(spark: Any, lake: Path, connections: Path) -> None:
-    """A column, a sink or a DAG may be called ``connection``: only sources name connections."""
+    """A column, a sink or a DAG may be called ``connection``: only a source's or a sink's own key names one."""
     jobs = lake.parent / "jobs"
     (jobs / "t").mkdir(parents=True)
     src = lake.parent / "in.json"
@@ -421,3 +421,41 @@ def test_a_connection_fills_dags_templates_and_discovery_and_merges_options(conn
     assert out["fan_out"]["template"]["sources"]["s"] == filled
     assert out["fan_out"]["discover"] == {"type": "jdbc_tables", "schema": "public", "url": "jdbc:x", "user": "u"}
     assert data["job"]["dags"]["d"]["sources"]["s"]["connection"] == "db"  # the composed config is kept
+
+
+def test_kafka_connections_fill_sources_and_sinks_and_a_jdbc_one_fills_a_sink(connections: Path) -> None:
+    from engine.config.connections import with_connections
+
+    (connections / "bus.yaml").write_text(
+        "type: kafka\nbootstrap_servers: b1:9092\noptions: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN}\n"
+    )
+    (connections / "serving.yaml").write_text("type: jdbc\nurl: jdbc:postgresql://db/s\nuser: w\npassword: p\n")
+    job = {
+        "sources": {"in": {"type": "kafka", "connection": "bus", "topics": ["t"], "options": {"sasl.mechanism": "X"}}},
+        "sinks": {
+            "db": {"type": "jdbc", "connection": "serving", "table": "c", "mode": "upsert", "keys": ["id"]},
+            "out": {"type": "kafka", "connection": "bus", "topic": "o"},
+        },
+    }
+    out = with_connections({"warehouse": "/w", "job": job})["job"]
+    options = {"security.protocol": "SASL_SSL", "sasl.mechanism": "X"}
+    assert out["sources"]["in"] == {
+        "type": "kafka",
+        "topics": ["t"],
+        "bootstrap_servers": "b1:9092",
+        "options": options,
+    }
+    assert out["sinks"]["db"] == {
+        "type": "jdbc",
+        "table": "c",
+        "mode": "upsert",
+        "keys": ["id"],
+        "url": "jdbc:postgresql://db/s",
+        "user": "w",
+        "password": "p",
+    }
+    assert out["sinks"]["out"]["bootstrap_servers"] == "b1:9092" and "connection" not in out["sinks"]["out"]
+    job["sinks"]["out"]["type"] = "delta"
+    with pytest.raises(ConfigError, match="a kafka connection") as refused:
+        with_connections({"warehouse": "/w", "job": job})
+    assert refused.value.key == "job.sinks.out.connection"
