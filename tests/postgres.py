@@ -10,6 +10,7 @@ package; ``nobody`` when it is missing), otherwise as the current user."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shlex
@@ -209,9 +210,10 @@ class _Server:
             time.sleep(0.05)
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """A PostgreSQL server for the whole run, with the ``engine_test`` database; gone after the session."""
+@contextlib.contextmanager
+def running_postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server with the ``engine_test`` database, stopped and removed on exit (the
+    fixture's, and the benchmarks')."""
     bindir = _bindir()
     server = _Server(bindir, Path(tempfile.mkdtemp(prefix="engine-pg-")), _server_user())
     try:
@@ -225,3 +227,10 @@ def postgres() -> Iterator[Postgres]:
             server.stop()
         finally:
             shutil.rmtree(server.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server for the whole run, with the ``engine_test`` database; gone after the session."""
+    with running_postgres() as running:
+        yield running

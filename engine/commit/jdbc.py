@@ -26,6 +26,8 @@ from engine.commit.steps import CommitStep, StepContext
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+ROW_ID = "engine_row"
+"""A staged row's number (fixed by the staged frame), so the apply takes each staged row once."""
 DRIVERS = {
     "postgresql": "org.postgresql.Driver",
     "mysql": "com.mysql.cj.jdbc.Driver",
@@ -56,23 +58,26 @@ def connection_options(
     return opts
 
 
-def login_key(url: str, user: str | None) -> str:
-    return f"jdbc-login:{user or ''}@{url}"
+def login_key(dag: str, sink: str) -> str:
+    """Where a run keeps the login of ``sink`` of ``dag`` for the steps (two sinks never share one)."""
+    return f"jdbc-login:{dag}:{sink}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` without what may carry a password: its query string (``?password=``) or, SQL Server's
+    way, its ``;key=value`` properties."""
+    return url.split("?", 1)[0].split(";", 1)[0]
 
 
 @dataclass(frozen=True)
 class JdbcLogin:
     """How to connect: the URL, the user, the password (never stored in a step) and driver options."""
 
-    url: str
+    url: str = field(repr=False)
     user: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     driver: str | None = None
-    options: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return login_key(self.url, self.user)
+    options: dict[str, str] = field(default_factory=dict, repr=False)
 
     def spark_options(self) -> dict[str, str]:
         return {
@@ -101,14 +106,14 @@ class Database:
         for key, value in opts.items():
             if key != "url":
                 props.setProperty(key, str(value))
-        self.url = login.url
+        self.url = shown_url(login.url)
         try:
             driver = functools.reduce(getattr, name.split("."), jvm)()
             self.conn = driver.connect(login.url, props)
         except Exception as exc:
-            raise StepError(f"cannot connect to {login.url}: {_first_line(exc)}") from exc
+            raise StepError(f"cannot connect to {self.url}: {_first_line(exc)}") from exc
         if self.conn is None:
-            raise StepError(f"the driver {name} does not accept the URL {login.url}")
+            raise StepError(f"the driver {name} does not accept the URL {self.url}")
 
     def __enter__(self) -> Database:
         return self
@@ -141,15 +146,32 @@ class Database:
             stmt.close()
 
     def columns(self, table: str) -> list[str] | None:
-        """The table's column names, ``None`` if there is no such table."""
+        """The table's column names, ``None`` if there is no such table (SQLSTATE class 42: the
+        name does not resolve). Any other failure (rights, the network) is raised."""
+        from py4j.protocol import Py4JJavaError
+
         stmt = self.conn.createStatement()
         try:
             meta = stmt.executeQuery(f"SELECT * FROM {table} WHERE 1 = 0").getMetaData()
             return [str(meta.getColumnName(i)) for i in range(1, meta.getColumnCount() + 1)]
-        except Exception:
-            return None
+        except Py4JJavaError as exc:
+            state = exc.java_exception.getSQLState() if hasattr(exc.java_exception, "getSQLState") else None
+            if state is not None and str(state).startswith("42"):
+                if not self.conn.getAutoCommit():
+                    self.conn.rollback()
+                return None
+            raise StepError(f"cannot look at table {table} at {self.url}: {_first_line(exc)}") from exc
         finally:
             stmt.close()
+
+    def unique_keys(self, table: str) -> list[list[str]]:
+        """PostgreSQL: the column sets of ``table``'s unique indexes (what ``ON CONFLICT`` needs)."""
+        sql = (
+            "SELECT string_agg(a.attname, ',' ORDER BY a.attname) FROM pg_index i JOIN pg_attribute a "
+            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = CAST(? AS regclass) "
+            "AND i.indisunique GROUP BY i.indexrelid"
+        )
+        return [str(r[0]).split(",") for r in self.rows(sql, table)]
 
     def ensure_control(self, control: str) -> None:
         if self.columns(control) is None:
@@ -162,14 +184,14 @@ class Database:
         return bool(self.rows(f"SELECT 1 FROM {control} WHERE app_id = ? AND batch = ?", app_id, batch))
 
 
-def database(ctx: StepContext, url: str, user: str | None, sink: str) -> Database:
-    login = ctx.locations.get(login_key(url, user))
+def login_for(ctx: StepContext, key: str, sink: str) -> JdbcLogin:
+    login = ctx.locations.get(key)
     if not isinstance(login, JdbcLogin):
         raise StepError(
-            f"sink `{sink}`: no login for {user or '(no user)'} at {url} in this job: the batch it staged can only "
-            "be published by a run of a job that still has that sink"
+            f"sink `{sink}`: this job has no such JDBC sink any more: the batch it staged can only be published by "
+            "a run of a job that still has that sink"
         )
-    return Database(ctx.spark, login)
+    return login
 
 
 @dataclass
@@ -178,8 +200,10 @@ class JdbcPublish(CommitStep):
 
     kind: ClassVar[str] = "jdbc_publish"
     sink: str
+    login: str
+    """The key of the sink's login in :attr:`StepContext.locations` (:func:`login_key`)."""
     url: str
-    user: str | None
+    """Where, as shown (:func:`shown_url`): never a password."""
     table: str
     staging: str
     mode: str
@@ -191,11 +215,12 @@ class JdbcPublish(CommitStep):
     control: str
 
     def verify(self, ctx: StepContext) -> bool:
-        with database(ctx, self.url, self.user, self.sink) as db:
+        with Database(ctx.spark, login_for(ctx, self.login, self.sink)) as db:
             return db.recorded(self.control, self.app_id, self.batch)
 
     def execute(self, ctx: StepContext) -> None:
-        with database(ctx, self.url, self.user, self.sink) as db:
+        login = login_for(ctx, self.login, self.sink)
+        with Database(ctx.spark, login) as db:
             if db.recorded(self.control, self.app_id, self.batch):
                 return
             if db.columns(self.staging) is None:
@@ -203,8 +228,6 @@ class JdbcPublish(CommitStep):
                     f"sink `{self.sink}`: the staging table {self.staging} is gone and batch {self.batch} is not in "
                     f"{self.control}: it was dropped before the batch was published"
                 )
-            login = ctx.locations[login_key(self.url, self.user)]
-            assert isinstance(login, JdbcLogin)
             db.conn.setAutoCommit(False)
             try:
                 if self.mode == "overwrite":
@@ -227,18 +250,26 @@ class JdbcPublish(CommitStep):
     def apply_sql(self, login: JdbcLogin) -> str:
         q = login.quote
         cols = ", ".join(q(c) for c in self.columns)
+        # Once per staged row: a JDBC write task retried after its commit stages its rows twice.
+        rows = (
+            f"(SELECT s.*, ROW_NUMBER() OVER (PARTITION BY {q(ROW_ID)} ORDER BY {q(ROW_ID)}) AS engine_nth "
+            f"FROM {self.staging} s) d WHERE engine_nth = 1"
+        )
         if self.mode != "upsert":
-            return f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM {self.staging}"
+            return f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM {rows}"
         rest = [c for c in self.columns if c not in self.keys]
         if scheme(self.url) == "postgresql":
             keys = ", ".join(q(k) for k in self.keys)
             action = "DO UPDATE SET " + ", ".join(f"{q(c)} = EXCLUDED.{q(c)}" for c in rest) if rest else "DO NOTHING"
-            return f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM {self.staging} ON CONFLICT ({keys}) {action}"
+            return f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM {rows} ON CONFLICT ({keys}) {action}"
+        if scheme(self.url) in ("mysql", "mariadb"):
+            action = ", ".join(f"{q(c)} = VALUES({q(c)})" for c in rest or self.keys)
+            return f"INSERT INTO {self.table} ({cols}) SELECT {cols} FROM {rows} ON DUPLICATE KEY UPDATE {action}"
         on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in self.keys)
         update = f"WHEN MATCHED THEN UPDATE SET {', '.join(f'{q(c)} = s.{q(c)}' for c in rest)} " if rest else ""
         values = ", ".join(f"s.{q(c)}" for c in self.columns)
         return (
-            f"MERGE INTO {self.table} t USING {self.staging} s ON ({on}) {update}"
+            f"MERGE INTO {self.table} t USING (SELECT {cols} FROM {rows}) s ON ({on}) {update}"
             f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({values})"
         )
 
@@ -250,17 +281,17 @@ class JdbcPublish(CommitStep):
 class JdbcDropStaging(CommitStep):
     kind: ClassVar[str] = "jdbc_drop_staging"
     sink: str
-    url: str
-    user: str | None
+    login: str
     staging: str
 
     def verify(self, ctx: StepContext) -> bool:
-        with database(ctx, self.url, self.user, self.sink) as db:
+        with Database(ctx.spark, login_for(ctx, self.login, self.sink)) as db:
             return db.columns(self.staging) is None
 
     def execute(self, ctx: StepContext) -> None:
-        with database(ctx, self.url, self.user, self.sink) as db:
-            db.update(f"DROP TABLE IF EXISTS {self.staging}")
+        with Database(ctx.spark, login_for(ctx, self.login, self.sink)) as db:
+            if db.columns(self.staging) is not None:  # no IF EXISTS: Oracle and DB2 have none
+                db.update(f"DROP TABLE {self.staging}")
 
     def describe(self) -> str:
         return f"drop the staging table {self.staging} (sink `{self.sink}`)"

@@ -21,11 +21,12 @@ from typing import ClassVar
 from engine.commit.errors import StepError
 from engine.commit.steps import CommitStep, StepContext
 
-SENT = "_SENT"
+SENT = ".sent"
 
 
-def login_key(bootstrap: str) -> str:
-    return f"kafka-login:{bootstrap}"
+def login_key(dag: str, sink: str) -> str:
+    """Where a run keeps the producer properties of ``sink`` of ``dag`` (two sinks never share them)."""
+    return f"kafka-login:{dag}:{sink}"
 
 
 @dataclass(frozen=True)
@@ -33,30 +34,39 @@ class KafkaLogin:
     """The producer properties of a Kafka sink (``bootstrap.servers`` and its ``options``)."""
 
     bootstrap: str
-    properties: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return login_key(self.bootstrap)
+    properties: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass
 class KafkaSend(CommitStep):
     kind: ClassVar[str] = "kafka_send"
     sink: str
+    login: str
+    """The key of the sink's producer properties in :attr:`StepContext.locations` (:func:`login_key`)."""
     staging: str
     bootstrap: str
     topic: str
 
+    @property
+    def marker(self) -> str:
+        """Beside the staging directory, so the sequence's DeleteStaging leaves it (the sink's next
+        batch removes it): a batch is sent when this says so, never because staging is gone."""
+        return f"{self.staging}{SENT}"
+
     def verify(self, ctx: StepContext) -> bool:
-        return ctx.fs.exists(f"{self.staging}/{SENT}") or not ctx.fs.exists(self.staging)
+        return ctx.fs.exists(self.marker)
 
     def execute(self, ctx: StepContext) -> None:
-        login = ctx.locations.get(login_key(self.bootstrap))
+        login = ctx.locations.get(self.login)
         if not isinstance(login, KafkaLogin):
             raise StepError(
-                f"sink `{self.sink}`: no Kafka sink for {self.bootstrap} in this job: the batch it staged can only be "
-                "sent by a run of a job that still has that sink"
+                f"sink `{self.sink}`: this job has no such Kafka sink any more: the batch it staged can only be sent "
+                "by a run of a job that still has that sink"
+            )
+        if not ctx.fs.exists(self.staging):
+            raise StepError(
+                f"sink `{self.sink}`: the staged batch {self.staging} is gone and was never marked sent: it was "
+                "removed before it was published"
             )
         writer = ctx.spark.read.parquet(self.staging).select("key", "value", "headers").write.format("kafka")
         for key, value in login.properties.items():
@@ -69,7 +79,7 @@ class KafkaSend(CommitStep):
                 f"sink `{self.sink}`: sending to topic {self.topic} at {self.bootstrap} failed: {why}"
             ) from exc
         ctx.midway()  # everything sent, the batch not yet marked: a crash here sends it again
-        ctx.fs.touch(f"{self.staging}/{SENT}")
+        ctx.fs.touch(self.marker)
 
     def describe(self) -> str:
         return f"send the staged batch to Kafka topic {self.topic} (sink `{self.sink}`)"

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 SECRET_KEY = re.compile(
-    r"(?i)(password|passwd|passphrase|identities|secret|token|credential|api[_-]?key|private[_-]?key|access[_-]?key)"
+    r"(?i)(password|passwd|passphrase|identities|secret|token|credential|api[_-]?key|private[_-]?key|access[_-]?key|jaas)"
 )
 REDACTED = "***"
 

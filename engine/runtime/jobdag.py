@@ -149,7 +149,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
 
     def locations(self) -> dict[str, object]:
         """What its sinks' commit steps may not store (a database's login)."""
-        return {key: found for sink in self.sinks for key, found in sink.locations().items()}
+        return {key: found for sink in self.sinks for key, found in sink.locations(self.name).items()}
 
     def fingerprint(self) -> str:
         """What a stored plan depends on: the source's name and config."""

@@ -35,9 +35,9 @@ class Sink(ABC):
     @abstractmethod
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged: ...
 
-    def locations(self) -> dict[str, object]:
-        """What its commit steps need that they may not store (a database login), by the key the
-        steps look it up under: the publisher hands it to them. Nothing by default."""
+    def locations(self, dag: str) -> dict[str, object]:
+        """What its commit steps (in DAG ``dag``) need that they may not store (a login), by the key
+        the steps look it up under: the publisher hands it to them. Nothing by default."""
         return {}
 
     def discard(self, batch: BatchRef, fs: HadoopFs) -> None:

@@ -7,10 +7,11 @@ empty this run (:attr:`SinkConf.stages_empty`) and what reading a range again do
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
 from engine.plugins.conf import Anchors, PluginConf
@@ -148,6 +149,10 @@ class ConsoleSinkConf(SinkConf):
         return OnReplay("console", "SHOWN", "prints the records again")
 
 
+_PART = r'(?:[A-Za-z_][A-Za-z0-9_$]*|"[^"]+")'
+_TABLE_NAME = re.compile(rf"{_PART}(?:\.{_PART}){{0,2}}")
+
+
 class JdbcSinkConf(SinkConf):
     """A database table (a "dispersal" sink: the lake's records out to an online store), written
     exactly once per batch.
@@ -199,6 +204,13 @@ class JdbcSinkConf(SinkConf):
     """Parallel connections staging writes with (the branch is repartitioned); unset, its own partitions."""
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra options for Spark's JDBC writer and the driver (``sslmode``, ...)."""
+
+    @field_validator("table", "control_table")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not _TABLE_NAME.fullmatch(value):
+            raise ValueError(f"`{value}` is not a table name (`table`, `schema.table`; a part may be double-quoted)")
+        return value
 
     @model_validator(mode="after")
     def _keys(self) -> Self:

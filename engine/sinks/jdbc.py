@@ -15,7 +15,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.jdbc import Database, JdbcDropStaging, JdbcLogin, JdbcPublish
+from engine.commit.jdbc import ROW_ID, Database, JdbcDropStaging, JdbcLogin, JdbcPublish, login_key, scheme, shown_url
 from engine.errors import ConfigError
 from engine.sinks.base import Sink
 from engine.sinks.conf import JdbcSinkConf
@@ -26,11 +26,16 @@ if TYPE_CHECKING:
     from engine.storage.hadoop import HadoopFs
 
 
+UPSERTS = frozenset({"postgresql", "mysql", "mariadb", "sqlserver", "oracle", "db2", "h2"})
+"""Databases whose upsert SQL the publish step writes (``ON CONFLICT``, ``ON DUPLICATE KEY``, ``MERGE``)."""
+
+
 class JdbcSink(Sink):
     """See :class:`~engine.sinks.conf.JdbcSinkConf` for its config."""
 
     Conf = JdbcSinkConf
     conf: JdbcSinkConf
+    counts_while_staging = True  # Spark's JDBC writer loads the whole branch in one job
 
     @property
     def login(self) -> JdbcLogin:
@@ -38,8 +43,8 @@ class JdbcSink(Sink):
         options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in c.options.items()}
         return JdbcLogin(c.url, c.user, c.password, c.driver, options)
 
-    def locations(self) -> dict[str, object]:
-        return {self.login.key: self.login}
+    def locations(self, dag: str) -> dict[str, object]:
+        return {login_key(dag, self.name): self.login}
 
     def check(self, df: DataFrame) -> None:
         c = self.conf
@@ -50,11 +55,27 @@ class JdbcSink(Sink):
                     f"sink `{self.name}`: {', '.join(missing)} not in the branch; columns: {', '.join(df.columns)}",
                     key=f"{self.key}.{key}",
                 )
+        if c.mode == "upsert" and scheme(c.url) not in UPSERTS:
+            raise ConfigError(
+                f"sink `{self.name}`: mode upsert knows the SQL of {', '.join(sorted(UPSERTS))}, not `{scheme(c.url)}`",
+                key=f"{self.key}.mode",
+            )
         with self._database(df) as db:
             found = db.columns(c.table)
+            unique = (
+                db.unique_keys(c.table)
+                if found is not None and c.mode == "upsert" and scheme(c.url) == "postgresql"
+                else None
+            )
+        if unique is not None and sorted(c.keys) not in [sorted(u) for u in unique]:
+            raise ConfigError(
+                f"sink `{self.name}`: upsert on PostgreSQL needs a unique index (or primary key) on exactly "
+                f"({', '.join(c.keys)}) of {c.table}; it has: {'; '.join(', '.join(u) for u in unique) or 'none'}",
+                key=f"{self.key}.keys",
+            )
         if found is None:
             raise ConfigError(
-                f"sink `{self.name}`: there is no table {c.table} at {c.url} (its owners create it)",
+                f"sink `{self.name}`: there is no table {c.table} at {shown_url(c.url)} (its owners create it)",
                 key=f"{self.key}.table",
             )
         absent = [n for n in df.columns if n not in found]
@@ -74,12 +95,14 @@ class JdbcSink(Sink):
         frame = self._one_per_key(df) if c.mode == "upsert" else df
         if c.partitions:
             frame = frame.repartition(c.partitions)
+        frame = frame.withColumn(ROW_ID, F.monotonically_increasing_id())  # fixed by the staged frame
         writer = frame.write.format("jdbc").options(**self.login.spark_options())
         writer.option("dbtable", staging).option("batchsize", str(c.batch_size)).mode("overwrite").save()
+        login = login_key(batch.dag, self.name)
         publish = JdbcPublish(
             sink=self.name,
-            url=c.url,
-            user=c.user,
+            login=login,
+            url=shown_url(c.url),
             table=c.table,
             staging=staging,
             mode=c.mode,
@@ -89,15 +112,15 @@ class JdbcSink(Sink):
             batch=batch.number,
             control=c.control_table,
         )
-        return Staged(steps=[publish, JdbcDropStaging(self.name, c.url, c.user, staging)])
+        return Staged(steps=[publish, JdbcDropStaging(self.name, login, staging)])
 
     def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.getActiveSession()
-        assert spark is not None
-        with Database(spark, self.login) as db:
-            db.update(f"DROP TABLE IF EXISTS {self.staging_table(f'{batch.app_id}:{self.name}', batch.number)}")
+        staging = self.staging_table(f"{batch.app_id}:{self.name}", batch.number)
+        with Database(SparkSession.active(), self.login) as db:
+            if db.columns(staging) is not None:
+                db.update(f"DROP TABLE {staging}")
 
     def write(self, df: DataFrame) -> None:
         writer = df.write.format("jdbc").options(**self.login.spark_options()).option("dbtable", self.conf.table)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.kafka import KafkaLogin, KafkaSend
+from engine.commit.kafka import SENT, KafkaLogin, KafkaSend, login_key
 from engine.errors import ConfigError
 from engine.sinks.base import Sink
 from engine.sinks.conf import KafkaSinkConf
@@ -32,13 +32,14 @@ class KafkaSink(Sink):
 
     Conf = KafkaSinkConf
     conf: KafkaSinkConf
+    counts_while_staging = True  # the messages are staged by one Parquet write of the whole branch
 
     @property
     def login(self) -> KafkaLogin:
         return KafkaLogin(self.conf.bootstrap_servers, self.conf.client_properties())
 
-    def locations(self) -> dict[str, object]:
-        return {self.login.key: self.login}
+    def locations(self, dag: str) -> dict[str, object]:
+        return {login_key(dag, self.name): self.login}
 
     def check(self, df: DataFrame) -> None:
         c = self.conf
@@ -49,9 +50,20 @@ class KafkaSink(Sink):
                     f"sink `{self.name}`: {', '.join(missing)} not in the branch; columns: {', '.join(df.columns)}",
                     key=f"{self.key}.{key}",
                 )
+        try:  # the value's expression (an Avro schema read and applied) analysed, nothing run
+            df.select(self._value(df)).schema  # noqa: B018
+        except Exception as exc:
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"sink `{self.name}`: the value cannot be made: {why}", key=f"{self.key}.schema") from exc
+
+    def staging(self, batch: BatchRef) -> str:
+        return batch.staging(f"{self.conf.staging_dir.rstrip('/')}/{self.name}")
+
+    def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
+        fs.delete(self.staging(batch), recursive=True)
 
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
-        staging = batch.staging(f"{self.conf.staging_dir.rstrip('/')}/{self.name}")
+        staging = self.staging(batch)
         batch_id = f"{batch.app_id}:{self.name}:{batch.number}"
         place = {"engine.job": batch.job, "engine.dag": batch.dag, "engine.batch": batch_id}
         headers = F.array(
@@ -63,7 +75,13 @@ class KafkaSink(Sink):
         )
         messages = df.select(self._key(df).alias("key"), self._value(df).alias("value"), headers.alias("headers"))
         messages.write.mode("overwrite").parquet(staging)
-        step = KafkaSend(self.name, staging, self.conf.bootstrap_servers, self.conf.topic)
+        parent = staging.rsplit("/", 1)[0]
+        for path, is_dir in fs.glob(f"{parent}/*{SENT}", visible_only=False):  # earlier batches' (all published)
+            if not is_dir and path.rsplit("/", 1)[-1] != staging.rsplit("/", 1)[-1] + SENT:
+                fs.delete(path)
+        step = KafkaSend(
+            self.name, login_key(batch.dag, self.name), staging, self.conf.bootstrap_servers, self.conf.topic
+        )
         return Staged(steps=[step], staging=staging)
 
     def write(self, df: DataFrame) -> None:

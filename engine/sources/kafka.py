@@ -130,9 +130,10 @@ class KafkaSource(Source):
         regex = re.compile(self.conf.pattern)
         existing = brokers.topics()
         found = {t: n for t, n in existing.items() if not t.startswith("__") and regex.fullmatch(t)}
-        for dataset in ctx.state:
+        for dataset, state in ctx.state.items():  # read before and gone since (a reset one is forgotten)
             topic = dataset.removeprefix(PREFIX)
-            if dataset.startswith(PREFIX) and regex.fullmatch(topic) and topic not in existing:
+            gone = topic not in existing and state.watermark is not None
+            if dataset.startswith(PREFIX) and regex.fullmatch(topic) and gone:
                 found[topic] = None
         return found
 
@@ -205,7 +206,10 @@ class KafkaSource(Source):
         return self._frame(spark.createDataFrame([], _READER_SCHEMA)).drop(DATASET, CORRUPT_REASON).schema
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
-        offsets: list[Offsets] = [u.payload for u in units if not u.empty]
+        reading = [u for u in units if not u.empty]
+        offsets: list[Offsets] = [u.payload for u in reading]
+        if self.conf.on_data_loss == "skip":  # a stored plan re-read later: what was deleted since is a gap too
+            offsets = self._still_there(spark, reading)
         reader = spark.read.format("kafka")
         for key, value in self.conf.client_properties().items():
             reader = reader.option(f"kafka.{key}", value)
@@ -219,6 +223,27 @@ class KafkaSource(Source):
         if self.conf.min_partitions:
             reader = reader.option("minPartitions", str(self.conf.min_partitions))
         return self._frame(reader.load())
+
+    def _still_there(self, spark: SparkSession, units: list[WorkUnit]) -> list[Offsets]:
+        """Each unit's offsets from the first still in Kafka; what is gone since planning is noted."""
+        out = []
+        with Brokers(spark, self.conf.client_properties(), float(self.conf.timeout)) as brokers:
+            for unit in units:
+                planned: Offsets = unit.payload
+                count = brokers.partitions(planned.topic) or 0
+                firsts = [b[0] for b in brokers.bounds(planned.topic, min(count, len(planned.start)))]
+                firsts += [e for e in planned.end[len(firsts) :]]  # a partition gone: nothing to read there
+                start = tuple(min(max(s, f), e) for s, f, e in zip(planned.start, firsts, planned.end, strict=True))
+                gaps = [
+                    Gap(p, s, n, "deleted after this batch was planned")
+                    for p, (s, n) in enumerate(zip(planned.start, start, strict=True))
+                    if n > s
+                ]
+                if gaps:
+                    note = "data loss (on_data_loss = skip): " + "; ".join(g.describe() for g in gaps)
+                    unit.note = "; ".join(n for n in (unit.note, note) if n)
+                out.append(Offsets(planned.topic, start, planned.end))
+        return out
 
     def read_hint(self, error: BaseException) -> str:
         text = str(error)
@@ -343,6 +368,7 @@ class Brokers:
             "key.deserializer": bytes_in,
             "value.deserializer": bytes_in,
             "enable.auto.commit": "false",
+            "allow.auto.create.topics": "false",  # asking about a topic must never create it
             "default.api.timeout.ms": str(int(timeout * 1000)),
             "client.id": "engine-planner",
         }

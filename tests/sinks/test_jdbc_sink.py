@@ -176,3 +176,20 @@ def test_a_killed_publish_then_reruns_leave_every_row_once(
     )
     assert batches == [(appended, "2"), (upserted, "2")]
     assert rows(postgres, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'engine_stage_%'") == [("0",)]
+
+
+def test_an_upsert_needs_a_unique_index_on_its_keys_and_a_table_name_is_checked(
+    spark: Any, lake: Path, tmp_path: Path, postgres: Any
+) -> None:
+    plain = f"plain_{next(_names)}"
+    postgres.psql(f"CREATE TABLE {plain} (id BIGINT, name TEXT, version INT)")
+    write_jsonl(tmp_path / "in" / "a.json", people(0, 5, 1))
+    spec = job(tmp_path / "in", {"db": sink(postgres, plain, mode="upsert", keys=["id"])})
+    with pytest.raises(ConfigError, match=r"needs a unique index \(or primary key\) on exactly \(id\)") as failed:
+        run_with(spark, spec, lake, InMemoryMetadataStore(), run=1)
+    assert failed.value.key == "job.sinks.db.keys"
+    with pytest.raises(ConfigError, match="is not a table name") as bad:
+        run_with(
+            spark, job(tmp_path / "in", {"db": sink(postgres, "t; DROP TABLE x")}), lake, InMemoryMetadataStore(), run=1
+        )
+    assert bad.value.key == "job.sinks.db.table"

@@ -302,3 +302,50 @@ def test_a_killed_run_then_reruns_publish_every_message_exactly_once(
     assert [json.loads(e["record"])["value"] for e in errors] == ["{broken"]
     ends = [end for _, (_, end) in sorted(kafka.offsets(name).items())]
     assert watermarks(wh)[f"kafka:{name}"] == ends
+
+
+def test_a_run_limit_is_shared_by_topics_least_recently_committed_first(spark: Any, lake: Path, kafka: Any) -> None:
+    names = [f"shared_{next(_names)}" for _ in range(2)]
+    for n, name in enumerate(names):
+        kafka.create_topic(name, partitions=3)
+        produce(kafka, name, range(n * 100, n * 100 + 30))
+    store = InMemoryMetadataStore()
+    spec = job(kafka, names, limits={"max_records": 40, "per_dataset": {"max_records": 25}})
+    reads = [run_with(spark, spec, lake, store, run=r).summary()["records_read"] for r in range(1, 5)]
+    assert reads == [40, 20, 0, 0]  # 25 + 15, then the 5 and 15 left
+    assert delta_ids(lake / "out") == [*range(30), *range(100, 130)]
+
+
+def test_offsets_deleted_after_the_plan_was_stored_are_a_noted_gap_under_skip(
+    spark: Any, tmp_path: Path, kafka: Any
+) -> None:
+    """A run killed once its plan (end offsets) is stored; retention deletes part of the planned
+    range before the rerun, which reads the stored plan: what is gone is noted, the rest read once."""
+    import yaml
+
+    from tests.commit.harness import crash_run, run_here
+
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    name = f"late_loss_{next(_names)}"
+    kafka.create_topic(name, partitions=3)
+    jobs.mkdir()
+    (jobs / "crash.yaml").write_text(yaml.safe_dump(job(kafka, [name], on_data_loss="skip")))
+    for partition in range(3):
+        kafka.produce(name, [json.dumps({"id": partition * 100 + i}) for i in range(10)], partition=partition)
+    crashed = crash_run(jobs, wh, kill_at="after_plan_saved")
+    assert crashed.returncode == -9, crashed.stderr[-3000:]
+    kafka.delete_records(name, 2, 4)  # offsets 0..3 of partition 2, planned and not yet read
+
+    printed: list[str] = []
+    code, summary = run_here(jobs, wh, printed=printed)
+    assert (code, summary["status"], summary["records_read"]) == (0, "SUCCEEDED", 26), summary
+    gap = (
+        "data loss (on_data_loss = skip): partition 2: offsets 0..3 "
+        "(deleted after this batch was planned, 4 message(s))"
+    )
+    assert summary["dags"][0]["notes"] == {f"kafka:{name}": gap}
+    from deltalake import DeltaTable
+
+    statuses = DeltaTable(str(wh / "_engine" / "job_status")).to_pyarrow_table().to_pylist()
+    assert [s["message"] for s in statuses if s["dataset"] == f"kafka:{name}"] == [gap]
+    assert delta_ids(wh / "out") == sorted({p * 100 + i for p in range(3) for i in range(10)} - {200, 201, 202, 203})
