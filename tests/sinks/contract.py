@@ -88,7 +88,7 @@ class SinkContract:
         assert self.read_back() == ([] if self.publishes else IDS)
         steps = [CommitStep.from_json(json.loads(json.dumps(s.to_json()))) for s in staged.steps]
         assert bool(steps) is self.publishes
-        ctx = StepContext(self.spark, InMemoryMetadataStore(), fs)
+        ctx = StepContext(self.spark, InMemoryMetadataStore(), fs, locations=sink.locations("t"))
         for step in steps:
             step.execute(ctx)
         assert self.read_back() == IDS

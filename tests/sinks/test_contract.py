@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from typing import Any
 
@@ -10,6 +12,8 @@ from deltalake import DeltaTable
 
 from engine.sinks import SINKS
 from tests.sinks.contract import SinkContract, TableSinkContract
+
+_names = itertools.count()
 
 
 class TestDeltaSink(TableSinkContract):
@@ -84,6 +88,49 @@ class TestConsoleSink(SinkContract):
 
     def bad_config(self) -> tuple[dict[str, Any], str]:
         return {"type": "console", "rows": 0}, "job.sinks.out.rows"
+
+
+class TestJdbcSink(TableSinkContract):
+    """Into a PostgreSQL table of its own per test, read back with ``psql``."""
+
+    type = "jdbc"
+
+    @pytest.fixture(autouse=True)
+    def _table(self, postgres: Any) -> None:
+        self.postgres = postgres
+        self.table = f"sink_contract_{next(_names)}"
+        postgres.psql(f"CREATE TABLE {self.table} (id BIGINT)")
+
+    def sink(self) -> dict[str, Any]:
+        pg = self.postgres
+        return {"type": "jdbc", "url": pg.jdbc_url, "user": pg.user, "password": pg.password, "table": self.table}
+
+    def read_back(self) -> list[int]:
+        return sorted(int(v) for v in self.postgres.psql(f"SELECT id FROM {self.table}").split())
+
+    def bad_config(self) -> tuple[dict[str, Any], str]:
+        return {**self.sink(), "mode": "upsert"}, "job.sinks.out"
+
+
+class TestKafkaSink(SinkContract):
+    """Into a topic of its own per test, read back with librdkafka."""
+
+    type = "kafka"
+
+    @pytest.fixture(autouse=True)
+    def _topic(self, kafka: Any) -> None:
+        self.kafka = kafka
+        self.topic = f"sink_contract_{next(_names)}"
+        kafka.create_topic(self.topic, partitions=2)
+
+    def sink(self) -> dict[str, Any]:
+        return {"type": "kafka", "bootstrap_servers": self.kafka.bootstrap, "topic": self.topic}
+
+    def read_back(self) -> list[int]:
+        return sorted(json.loads(v)["id"] for _, _, _, v, _ in self.kafka.consume_all(self.topic) if v is not None)
+
+    def bad_config(self) -> tuple[dict[str, Any], str]:
+        return {**self.sink(), "format": "string"}, "job.sinks.out"
 
 
 def test_every_built_in_sink_type_has_a_contract_subclass() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -65,6 +66,30 @@ class TestJdbcSource(SourceContract):
 
     def bad_config(self) -> tuple[dict[str, Any], str]:
         return {**self.source(), "query": "SELECT 1"}, "job.sources.in"
+
+
+class TestKafkaSource(SourceContract):
+    """A 3-partition topic of its own per test holding the ids as JSON values."""
+
+    type = "kafka"
+
+    @pytest.fixture(autouse=True)
+    def _topic(self, kafka: Any) -> None:
+        self.kafka = kafka
+        self.topic = f"source_contract_{next(_tables)}"
+        kafka.create_topic(self.topic, partitions=3)
+        kafka.produce(self.topic, [json.dumps({"id": i}) for i in IDS], keys=[str(i) for i in IDS])
+
+    def source(self) -> dict[str, Any]:
+        return {
+            "type": "kafka",
+            "bootstrap_servers": self.kafka.bootstrap,
+            "topics": [self.topic],
+            "schema": "id BIGINT",
+        }
+
+    def bad_config(self) -> tuple[dict[str, Any], str]:
+        return {**self.source(), "topics": ["no_such_topic"]}, "job.sources.in.topics"
 
 
 def test_every_built_in_source_type_has_a_contract_subclass() -> None:
