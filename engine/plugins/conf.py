@@ -16,6 +16,11 @@ from typing_extensions import Self
 from engine.storage.paths import StoragePath, is_relative, under
 
 
+def option_texts(options: dict[str, str | int | float | bool]) -> dict[str, str]:
+    """Config ``options`` as a client's properties take them: text, booleans ``true``/``false``."""
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+
+
 @dataclass(frozen=True)
 class Anchors:
     """What a config's relative paths are relative to: the job file's directory (inputs the job

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
-from engine.plugins.conf import Anchors, PluginConf
+from engine.plugins.conf import Anchors, PluginConf, option_texts
 
 ReplayEffect = Literal["DUPLICATES", "REPLACED", "SAFE", "SHOWN", "UNKNOWN"]
 """What a sink ends up with when its DAG reads a range again: the records twice, only the
@@ -281,8 +281,7 @@ class KafkaSinkConf(SinkConf):
         return self.model_copy(update={"staging_dir": anchors.under_warehouse(self.staging_dir), "schema_": schema})
 
     def client_properties(self) -> dict[str, str]:
-        props = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.options.items()}
-        return {"bootstrap.servers": self.bootstrap_servers, **props}
+        return {"bootstrap.servers": self.bootstrap_servers, **option_texts(self.options)}
 
     def on_replay(self) -> OnReplay:
         return OnReplay(

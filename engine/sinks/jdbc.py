@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.jdbc import ROW_ID, Database, JdbcDropStaging, JdbcLogin, JdbcPublish, login_key, scheme, shown_url
 from engine.errors import ConfigError
+from engine.plugins.conf import option_texts
 from engine.sinks.base import Sink
 from engine.sinks.conf import JdbcSinkConf
 
@@ -40,8 +41,7 @@ class JdbcSink(Sink):
     @property
     def login(self) -> JdbcLogin:
         c = self.conf
-        options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in c.options.items()}
-        return JdbcLogin(c.url, c.user, c.password, c.driver, options)
+        return JdbcLogin(c.url, c.user, c.password, c.driver, option_texts(c.options))
 
     def locations(self, dag: str) -> dict[str, object]:
         return {login_key(dag, self.name): self.login}

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.plugins.conf import Anchors, PluginConf
+from engine.plugins.conf import Anchors, PluginConf, option_texts
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
 from engine.sources.workunits import Budget
 
@@ -435,8 +435,7 @@ class KafkaSourceConf(SourceConf):
 
     def client_properties(self) -> dict[str, str]:
         """The Kafka client's properties: the brokers and ``options`` (booleans as ``true``/``false``)."""
-        props = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.options.items()}
-        return {"bootstrap.servers": self.bootstrap_servers, **props}
+        return {"bootstrap.servers": self.bootstrap_servers, **option_texts(self.options)}
 
 
 def _is_avro(schema: str) -> bool:
