@@ -93,6 +93,11 @@ def _print_report(report: StatusReport, runs: int) -> None:
             for r in report.latest
         ],
     )
+    failed = [r for r in report.latest if r.status == Status.FAILED and len(r.message) > 60]
+    if failed:  # the table cuts messages; a refused batch's says which gate and what it saw
+        print("\n== why datasets failed in the last run")
+        for r in failed:
+            print(f"   {r.dataset}: {r.message}")
     table(
         "checkpoint changes",
         ["at", "user", "action", "dataset", "old", "new", "reason"],

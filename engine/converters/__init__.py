@@ -24,6 +24,7 @@ CONVERTERS: Registry[ConverterConf, Converter] = Registry(
             conf.DeriveConf,
             conf.RequireConf,
             conf.CheckConf,
+            conf.ExpectConf,
             conf.RegexConf,
             conf.ParseTimestampConf,
             conf.DedupeConf,

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.errors import AnalysisException
 
-from engine.converters.conf import ConverterConf
+from engine.converters.conf import Action, ConverterConf, RuleConf
+from engine.converters.frame import flagged, reject, warn
 from engine.errors import ConfigError
+from engine.plugins.threshold import Threshold
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A step whose flagged records a run counts, and what judges its batch."""
+
+    step: str
+    key: str
+    action: Action
+    max_rejected: Threshold | None
+
+    def flagged(self) -> Column:
+        """Whether the record was flagged by this rule (over the finalized frame)."""
+        return flagged(self.step, rejected=self.action == "reject")
 
 
 class Converter(ABC):
@@ -47,6 +64,21 @@ class Converter(ABC):
 
     @abstractmethod
     def _apply(self, frame: DataFrame) -> DataFrame: ...
+
+    def rule(self) -> Rule | None:
+        """The rule a run counts for this step: one whose action is not ``reject`` or that has a
+        ``max_rejected``; ``None`` for the others (a plain rejection costs the count nothing)."""
+        c = self.conf
+        if not isinstance(c, RuleConf) or not c.counted:
+            return None
+        return Rule(self.step, self.key, c.action, c.max_rejected)
+
+    def flag(self, frame: DataFrame, bad: Column, *, reason: Column | str) -> DataFrame:
+        """Mark the records where ``bad`` holds as the step's action says: rejected (with
+        ``reason``), or warned of (``warn``, ``fail``: they stay valid and are counted)."""
+        if isinstance(self.conf, RuleConf) and self.conf.action != "reject":
+            return warn(frame, bad, step=self.step)
+        return reject(frame, bad, step=self.step, reason=reason)
 
 
 def first_line(error: object) -> str:

@@ -33,7 +33,7 @@ class CastConverter(Converter):
         for name, type_ in self.conf.columns.items():
             cast = _col(name).try_cast(type_)
             why = F.concat(F.lit(f"cannot cast `{name}` value '"), _shown(name), F.lit(f"' to {type_}"))
-            frame = reject(frame, _col(name).isNotNull() & cast.isNull(), step=self.step, reason=why)
+            frame = self.flag(frame, _col(name).isNotNull() & cast.isNull(), reason=why)
         return frame.withColumns({n: _col(n).try_cast(t) for n, t in self.conf.columns.items()})
 
 
@@ -79,7 +79,7 @@ class RequireConverter(Converter):
 
     def _apply(self, frame: DataFrame) -> DataFrame:
         for name in self.conf.columns:
-            frame = reject(frame, _col(name).isNull(), step=self.step, reason=f"`{name}` is null")
+            frame = self.flag(frame, _col(name).isNull(), reason=f"`{name}` is null")
         return frame
 
 
@@ -90,7 +90,12 @@ class CheckConverter(Converter):
     def _apply(self, frame: DataFrame) -> DataFrame:
         condition = boolean(frame, self.conf.expr, key=f"{self.key}.expr", what=f"converter `{self.step}`")
         holds = F.coalesce(condition, F.lit(False))
-        return reject(frame, ~holds, step=self.step, reason=self.conf.reason or f"check failed: {self.conf.expr}")
+        return self.flag(frame, ~holds, reason=self.conf.reason or f"{self.conf.type} failed: {self.conf.expr}")
+
+
+class ExpectConverter(CheckConverter):
+    Conf = conf.ExpectConf
+    conf: conf.ExpectConf
 
 
 class RegexConverter(Converter):
@@ -104,7 +109,7 @@ class RegexConverter(Converter):
         c = self.conf
         matches = _col(c.column).rlike(f"^(?:{c.pattern})$")
         why = c.reason or f"`{c.column}` does not match {c.pattern}"
-        return reject(frame, _col(c.column).isNotNull() & ~matches, step=self.step, reason=why)
+        return self.flag(frame, _col(c.column).isNotNull() & ~matches, reason=why)
 
 
 class ParseTimestampConverter(Converter):
@@ -123,7 +128,7 @@ class ParseTimestampConverter(Converter):
         why = F.concat(
             F.lit(f"cannot parse `{c.column}` value '"), _shown(c.column), F.lit(f"' as a timestamp ({fmt})")
         )
-        frame = reject(frame, source.isNotNull() & parsed.isNull(), step=self.step, reason=why)
+        frame = self.flag(frame, source.isNotNull() & parsed.isNull(), reason=why)
         return frame.withColumn(c.target or c.column, parsed)
 
 
@@ -159,6 +164,7 @@ __all__ = [
     "DedupeConverter",
     "DeriveConverter",
     "DropConverter",
+    "ExpectConverter",
     "ParseTimestampConverter",
     "RegexConverter",
     "RenameConverter",

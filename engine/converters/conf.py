@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from engine.plugins.conf import PluginConf
+from engine.plugins.threshold import ThresholdValue
+
+Action = Literal["reject", "warn", "fail"]
 
 
 class ConverterConf(PluginConf):
@@ -20,7 +24,35 @@ class ConverterConf(PluginConf):
         return []
 
 
-class CastConf(ConverterConf):
+class RuleConf(ConverterConf):
+    """A step that tests records (a rule): what a record that fails it comes to.
+
+    .. code-block:: hocon
+
+        { type = check, expr = "amount >= 0", action = warn, max_rejected = "2%" }
+    """
+
+    action: Action = "reject"
+    """``reject``: the record goes to the error table; ``warn``: it is counted and passes;
+    ``fail``: any record failing the rule fails the batch (nothing of its dataset is published,
+    its watermark stays)."""
+    max_rejected: ThresholdValue | None = None
+    """The most records of a dataset's batch the rule may flag (rejected, or counted under
+    ``warn``): a count (``25``) or a share of the records read (``"2%"``); one more fails the batch."""
+
+    @model_validator(mode="after")
+    def _fail_has_no_threshold(self) -> Self:
+        if self.action == "fail" and self.max_rejected is not None:
+            raise ValueError("`max_rejected` does not apply to `action = fail` (one record fails the batch)")
+        return self
+
+    @property
+    def counted(self) -> bool:
+        """Whether a run counts the records it flags (to judge the batch, or to report warnings)."""
+        return self.action != "reject" or self.max_rejected is not None
+
+
+class CastConf(RuleConf):
     """Cast columns to Spark SQL types; a non-null value that does not convert rejects the record.
 
     .. code-block:: hocon
@@ -76,7 +108,7 @@ class DeriveConf(ConverterConf):
         return list(self.columns.values())
 
 
-class RequireConf(ConverterConf):
+class RequireConf(RuleConf):
     """Reject records where any of these columns is null. ``{ type = require, columns = [id] }``"""
 
     type: Literal["require"] = "require"
@@ -84,7 +116,7 @@ class RequireConf(ConverterConf):
     """Columns that must not be null."""
 
 
-class CheckConf(ConverterConf):
+class CheckConf(RuleConf):
     """Reject records for which a boolean Spark SQL expression is false or null.
 
     .. code-block:: hocon
@@ -102,7 +134,20 @@ class CheckConf(ConverterConf):
         return [self.expr]
 
 
-class RegexConf(ConverterConf):
+class ExpectConf(CheckConf):
+    """An expectation: a boolean Spark SQL expression records should satisfy, counted when they do
+    not. It warns unless told otherwise (``action = reject`` or ``fail``, ``max_rejected``).
+
+    .. code-block:: hocon
+
+        { type = expect, expr = "discount <= price", max_rejected = "1%" }
+    """
+
+    type: Literal["expect"] = "expect"  # type: ignore[assignment]
+    action: Action = "warn"
+
+
+class RegexConf(RuleConf):
     """Reject records whose column does not match a Java regular expression (nulls pass).
 
     .. code-block:: hocon
@@ -119,7 +164,7 @@ class RegexConf(ConverterConf):
     """The reason recorded for a rejected record."""
 
 
-class ParseTimestampConf(ConverterConf):
+class ParseTimestampConf(RuleConf):
     """Parse a string column into a timestamp; a non-null value that does not parse rejects.
 
     .. code-block:: hocon

@@ -25,10 +25,13 @@ DROPPED = "__engine_dropped"
 FILE = "__engine_file"
 """The file each record was read from (``""`` for sources that read no files): taken at the read,
 where Spark still knows it, so that a rejected record's id in the error table can name its place."""
+WARNINGS = "__engine_warnings"
+"""The rules (step names) a record failed without being rejected (``action = warn`` or ``fail``):
+added by the first such rule, so a chain without one carries nothing for it."""
 PACKED = "__engine_internals"
 """The persisted frame's one column for :data:`ERRORS`, :data:`RECORD`, :data:`FILE` and
-:data:`DROPPED`: null for a record that is neither rejected nor dropped (:func:`packed`)."""
-INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE, PACKED)
+:data:`DROPPED`: null for a record that is neither rejected, dropped nor warned of (:func:`packed`)."""
+INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE, WARNINGS, PACKED)
 READ_STEP = "read"
 
 
@@ -65,6 +68,21 @@ def reject(df: DataFrame, bad: Column, *, step: str, reason: Column | str) -> Da
     return df.withColumn(ERRORS, F.when(bad, F.array_append(F.col(ERRORS), entry)).otherwise(F.col(ERRORS)))
 
 
+def warn(df: DataFrame, bad: Column, *, step: str) -> DataFrame:
+    """Add ``step`` to the warnings of records where ``bad`` is true; they stay valid."""
+    if WARNINGS not in df.columns:
+        df = df.withColumn(WARNINGS, F.array().cast("array<string>"))
+    flagged = F.array_append(F.col(WARNINGS), F.lit(step))
+    return df.withColumn(WARNINGS, F.when(bad, flagged).otherwise(F.col(WARNINGS)))
+
+
+def flagged(step: str, *, rejected: bool) -> Column:
+    """Whether ``step`` flagged the record: among its errors (a rule that rejects) or its warnings."""
+    if rejected:
+        return F.exists(F.col(ERRORS), lambda e: e["step"] == F.lit(step))
+    return F.array_contains(F.col(WARNINGS), step)
+
+
 def is_rejected() -> Column:
     return F.size(F.col(ERRORS)) > 0
 
@@ -91,7 +109,10 @@ def packed(df: DataFrame) -> DataFrame:
     if not inside:
         return df
     kept = [F.col(f"`{c}`") for c in df.columns if c not in inside]
-    return df.select(*kept, F.when(is_rejected() | F.col(DROPPED), F.struct(*inside)).alias(PACKED))
+    marked = is_rejected() | F.col(DROPPED)
+    if WARNINGS in df.columns:
+        marked = marked | (F.size(F.col(WARNINGS)) > 0)
+    return df.select(*kept, F.when(marked, F.struct(*inside)).alias(PACKED))
 
 
 def unpacked(df: DataFrame) -> DataFrame:
@@ -100,11 +121,11 @@ def unpacked(df: DataFrame) -> DataFrame:
         return df
     inside = F.col(PACKED)
     names = {field.name for field in df.schema[PACKED].dataType.fields}  # type: ignore[attr-defined]
-    empty = {ERRORS: F.array().cast(_ERRORS_TYPE), DROPPED: F.lit(False)}
+    empty = {ERRORS: F.array().cast(_ERRORS_TYPE), DROPPED: F.lit(False), WARNINGS: F.array().cast("array<string>")}
     restored = [
         (F.coalesce(inside[c], empty[c]) if c in empty else inside[c]).alias(c) for c in _PACKABLE if c in names
     ]
     return df.select(*[F.col(f"`{c}`") for c in df.columns if c != PACKED], *restored)
 
 
-_PACKABLE = (ERRORS, DROPPED, FILE, RECORD)
+_PACKABLE = (ERRORS, DROPPED, FILE, RECORD, WARNINGS)

@@ -8,7 +8,7 @@ in the error-table layout, and each named branch the valid records its predicate
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
@@ -19,6 +19,7 @@ from engine.converters.base import first_line
 from engine.converters.checks import boolean
 from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, is_rejected
 from engine.errors import ConfigError
+from engine.forks.quality import Quality
 from engine.sinks.error_table import RECORD_ID, record_id, with_record_ids
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ class BranchCounts:
     read: int
     dropped: int
     by_branch: dict[str, int]
+    flagged: dict[str, int] = field(default_factory=dict)
+    """The records each counted rule flagged, by step (:class:`~engine.forks.quality.Quality`)."""
+    gates: dict[str, Any] = field(default_factory=dict)
+    """The gates' aggregates over the valid records (``__gate<i>``, and a comparison's sides)."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,16 @@ class ErrorContext:
 
 
 class Fork:
-    def __init__(self, branches: dict[str, str], *, key: str) -> None:
+    def __init__(self, branches: dict[str, str], *, key: str, quality: Quality | None = None) -> None:
         self.branches = branches
         self.key = key
+        self.quality = quality or Quality()
+
+    @property
+    def observable(self) -> bool:
+        """Whether the counts can be observed while a sink writes (:meth:`observed`): not with
+        gates, which aggregate the valid records apart from the others."""
+        return not self.quality.gates
 
     def predicates(self, frame: DataFrame | None) -> dict[str, Column]:
         """Each branch's predicate over the finalized frame, checked against its schema (unchecked
@@ -59,24 +71,29 @@ class Fork:
             except AnalysisException as exc:
                 raise ConfigError(f"branch `{name}`: {first_line(exc)}", key=key) from exc
             preds[name] = valid & F.coalesce(pred, F.lit(False))
+        if frame is not None:
+            for gate in self.quality.gates:
+                gate.check(frame.where(valid))
         return preds
 
     def count(self, frame: DataFrame, preds: dict[str, Column]) -> BranchCounts:
         """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
-        row = frame.agg(*_tallies(preds)).first()
+        if self.quality.gates:
+            return self._gated(frame, preds, [])[""]
+        row = frame.agg(*self._tallies(preds)).first()
         assert row is not None
-        return _branch_counts(row.asDict())
+        return self._counts(row.asDict())
 
     def observed(self, frame: DataFrame, preds: dict[str, Column], name: str) -> tuple[DataFrame, Observation]:
         """``frame`` counting every branch, as :meth:`count` does, while the action that reads it
         runs: the counts are the returned observation's (:meth:`observed_counts`) once that action
         has read ``frame`` to its end. (Exact for the writes of the built-in sinks: the counts are
         taken in the action's final stage, which Spark does not run twice.)"""
+        assert self.observable
         observation = Observation(name)
-        return frame.observe(observation, *_tallies(preds)), observation
+        return frame.observe(observation, *self._tallies(preds)), observation
 
-    @staticmethod
-    def observed_counts(observation: Observation, *, wait: float = 30.0) -> BranchCounts | None:
+    def observed_counts(self, observation: Observation, *, wait: float = 30.0) -> BranchCounts | None:
         """The counts :meth:`observed` took; ``None`` if they have not arrived within ``wait``
         seconds (Spark hands them to a listener once the action has ended)."""
         if observation._jo is None:
@@ -85,19 +102,57 @@ class Fork:
         while observation._jo.getRowOrEmpty().isEmpty():  # each call waits 100 ms at most
             if time.monotonic() > deadline:
                 return None
-        return _branch_counts(dict(observation.get))
+        return self._counts(dict(observation.get))
 
     def count_by_dataset(self, frame: DataFrame, preds: dict[str, Column], *, only: str) -> dict[str, BranchCounts]:
         """Like :meth:`count`, one row per dataset URN, in one pass. A frame without the dataset
         column holds one dataset, ``only``."""
         if DATASET not in frame.columns:
             return {only: self.count(frame, preds)}
-        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*_tallies(preds)).collect()
+        if self.quality.gates:
+            return self._gated(frame, preds, [F.col(DATASET)])
+        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*self._tallies(preds)).collect()
         out = {}
         for row in rows:
             values = row.asDict()
-            out[values.pop("__dataset")] = _branch_counts(values)
+            out[values.pop("__dataset")] = self._counts(values)
         return out
+
+    def _gated(self, frame: DataFrame, preds: dict[str, Column], by: list[Column]) -> dict[str, BranchCounts]:
+        """The counts with the gates' aggregates, in one pass: grouped by dataset (``by``, or one
+        group ``""``) and by validity, the gates' values taken from the valid records' group. A
+        dataset with no valid record has its gates evaluated over no rows (``count(*)`` is 0)."""
+        keys = [*(c.alias("__dataset") for c in by), preds["valid"].alias("__valid")]
+        gates = self.quality.gate_columns()
+        rows = frame.groupBy(*keys).agg(*self._tallies(preds), *gates).collect()
+        totals: dict[str, dict[str, Any]] = {} if by else {"": {"__read": 0}}
+        valid: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            values = row.asDict()
+            dataset, is_valid = values.pop("__dataset", ""), values.pop("__valid")
+            gate_values = {n: values.pop(n) for n in list(values) if n.startswith("__gate")}
+            if is_valid:
+                valid[dataset] = gate_values
+            into = totals.setdefault(dataset, {})
+            for n, v in values.items():
+                into[n] = (into.get(n) or 0) + (v or 0)
+        empty: dict[str, Any] | None = None
+        out = {}
+        for dataset, values in totals.items():
+            if dataset not in valid and empty is None:
+                first = frame.limit(0).agg(*gates).first()
+                empty = first.asDict() if first is not None else {}
+            out[dataset] = replace(self._counts(values), gates=valid.get(dataset, empty or {}))
+        return out
+
+    def _tallies(self, preds: dict[str, Column]) -> list[Column]:
+        return [*_tallies(preds), *self.quality.rule_columns()]
+
+    def _counts(self, values: dict[str, Any]) -> BranchCounts:
+        """:meth:`_tallies`' values as counts."""
+        values = dict(values)
+        flagged = self.quality.flagged({n: values.pop(n) for n in list(values) if n.startswith("__rule")})
+        return replace(_branch_counts(values), flagged=flagged)
 
     def branch(self, frame: DataFrame, name: str, pred: Column, ctx: ErrorContext) -> DataFrame:
         rows = frame.where(pred)
@@ -125,7 +180,7 @@ def _branch_counts(values: dict[str, Any]) -> BranchCounts:
     values = dict(values)
     return BranchCounts(
         read=int(values.pop("__read")),
-        dropped=int(values.pop("__dropped") or 0),
+        dropped=int(values.pop("__dropped", 0) or 0),
         by_branch={n: int(v or 0) for n, v in values.items()},
     )
 

@@ -47,6 +47,7 @@ def chain_key(settings: list[tuple[str, str]], spec: DagSpec, schema: str) -> st
         "plugins": [_plugin(p) for p in plugins],
         "branches": sorted(spec.branches.items()),
         "error_table": spec.error_table,
+        "gates": list(spec.gates),
         "code": _code(plugins),
         "sql": settings,
     }

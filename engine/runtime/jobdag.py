@@ -34,6 +34,7 @@ from engine.commit.steps import user_metadata
 from engine.converters.base import Converter, first_line
 from engine.converters.frame import DATASET, finalize, packed, to_frame, unpacked
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
+from engine.forks.quality import Quality
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
 from engine.runtime.dag import Connections, Dag, DagPlan, DagResult, DatasetOutcome
@@ -75,6 +76,9 @@ class RecordsResult(DagResult):
     records_read: int = 0
     records_rejected: int = 0
     records_dropped: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)
+    """The records each counted rule (``action`` other than ``reject``, or a ``max_rejected``)
+    flagged, over every dataset read, published or refused."""
 
     @property
     def processed(self) -> int:
@@ -87,6 +91,12 @@ class RecordsResult(DagResult):
     @property
     def dropped(self) -> int:
         return self.records_dropped
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        if self.flagged:
+            out["rules"] = self.flagged
+        return out
 
 
 @dataclass
@@ -109,6 +119,8 @@ class _Group:
     cached: DataFrame | None = None  # what is persisted of ``frame`` (packed), to unpersist
     counts: dict[str, BranchCounts] = field(default_factory=dict)
     error: str = ""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Datasets read fine whose batch failed a quality gate, and why (nothing of them publishes)."""
     start: datetime = field(default_factory=utcnow)
     end: datetime = field(default_factory=utcnow)
 
@@ -136,7 +148,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         self.source: Source = s.entry.load()(s.conf, name=s.name, key=s.key, schema_ddl=s.schema_ddl)
         self.steps: list[Converter] = [st.entry.load()(st.conf, step=st.name, key=st.key) for st in spec.steps]
         self.sinks: list[Sink] = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in spec.sinks]
-        self.fork = Fork(spec.branches, key=spec.key)
+        rules = [step.rule() for step in self.steps]
+        quality = Quality.of(rules, max_rejected=spec.max_rejected, gates=list(spec.gates), key=spec.key)
+        self.fork = Fork(spec.branches, key=spec.key, quality=quality)
         self.ctx = ErrorContext(job=job, dag=spec.name, run_id=run_id, source=s.name)
 
     @property
@@ -319,6 +333,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         try:
             result.frame, result.cached = self._persisted(self._group_frame(spark, run.plan, group))
             result.counts = self.fork.count_by_dataset(result.frame, run.plan.predicates, only=group.units[0].dataset)
+            result.refused = self._refused(result.counts)
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
             if result.cached is not None:
                 result.cached.unpersist()
@@ -374,6 +389,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             if counts is None:
                 log.info("dag %s: counting the persisted records: the write's counts may be off", self.name)
             read.counts = {dataset: counts} if counts else self.fork.count_by_dataset(frame, preds, only=dataset)
+            read.refused = self._refused(read.counts)
             read.frame = frame
             read.end = utcnow()
             _share_costs(group, read, executor_seconds(spark, job_group))
@@ -383,6 +399,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         """The sink whose staging also reads and counts the records, if one can: of those whose
         writes read their whole branch in one action, one staged even when its branch is empty,
         else one of the ``valid`` branch, else the first."""
+        if not self.fork.observable:
+            return None
         able = [s for s in self.sinks if s.counts_while_staging]
         ranked = sorted(able, key=lambda s: (not s.conf.stages_empty, s.conf.from_ != "valid"))
         return ranked[0] if ranked else None
@@ -415,38 +433,84 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         """Apply the publish policy to what was read: roll back, or stage the groups that read fine
         (``first``: a sink staged while reading)."""
         failed = [g for g in read if g.error]
-        if failed and self.spec.publish.policy == "full":
+        refused = {d: why for g in read for d, why in g.refused.items()}
+        if first is not None and (refused or failed):  # its one dataset was refused
+            _discard(self._sink(first[0]), run.batch, HadoopFs(spark))
+            first = None
+        if (failed or refused) and self.spec.publish.policy == "full":
             return self._rolled_back(read, outcomes, run.started)
-        ok = [g for g in read if not g.error]
+        ok = [g for g in read if not g.error and any(u.dataset not in refused for u in g.group.units)]
         staged: list[Staged] = []
         written: dict[str, int] = {}
         if ok:
             try:
-                staged, written = self._stage(spark, run.plan, ok, self._marked(run.batch, ok), first)
+                staged, written = self._stage(spark, run.plan, ok, self._marked(run.batch, ok, refused), first, refused)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
                 return self._staging_failed(run, read, outcomes, exc)
             kill_point("after_staging", self.name)
         for g in read:
-            status = Status.FAILED if g.error else Status.COMMITTED
-            outcomes += [self._outcome(u, g, status, g.error or u.note) for u in g.group.units]
-        result = self._result(outcomes, written, run.started, message=failed[0].error if failed else "")
+            for u in g.group.units:
+                if g.error or u.dataset in refused:
+                    outcomes.append(self._outcome(u, g, Status.FAILED, g.error or refused[u.dataset]))
+                else:
+                    outcomes.append(self._outcome(u, g, Status.COMMITTED, self._noted(u, g)))
+        why = failed[0].error if failed else next(iter(refused.values()), "")
+        result = self._result(outcomes, written, run.started, message=why)
         result.staged = staged
+        result.flagged = _flagged(read)
         return result
 
-    def _rolled_back(self, read: list[_Group], outcomes: list[DatasetOutcome], started: float) -> RecordsResult:
-        """Under ``publish.policy=full`` a failed group rolls every other one back."""
-        failed = [g for g in read if g.error]
-        for g in failed:
-            outcomes += [self._outcome(u, g, Status.FAILED, g.error) for u in g.group.units]
-        why = f"rolled back: {len(failed)} group(s) failed under publish.policy=full"
-        for g in read:
-            if not g.error:
-                outcomes += [self._outcome(u, g, Status.ROLLED_BACK, why) for u in g.group.units]
-        return self._result(outcomes, {}, started, message=failed[0].error)
+    def _refused(self, counts: dict[str, BranchCounts]) -> dict[str, str]:
+        """The datasets whose batch fails a quality gate (:class:`~engine.forks.quality.Quality`), and why."""
+        out = {}
+        for dataset, c in counts.items():
+            rejected = c.by_branch.get("error", 0)
+            why = self.fork.quality.judge(read=c.read, rejected=rejected, flagged=c.flagged, gates=c.gates)
+            if why:
+                out[dataset] = "refused by quality gates: " + "; ".join(why)
+                log.error("dag %s: %s: %s", self.name, dataset, out[dataset])
+        return out
 
-    def _marked(self, batch: BatchRef, ok: list[_Group]) -> BatchRef:
-        """``batch`` carrying, in every sink's commit metadata, the high marks the ``ok`` groups reach."""
-        marks = {u.dataset: high.to_json() for g in ok for u in g.group.units if (high := self.source.actual_high(u))}
+    def _noted(self, unit: WorkUnit, g: _Group) -> str:
+        """A published dataset's status note: the unit's own, and what ``warn`` rules counted."""
+        counts = g.counts.get(unit.dataset)
+        warned = self.fork.quality.warned(counts.flagged, counts.read) if counts else ""
+        return "; ".join(n for n in (unit.note, warned) if n)
+
+    def _sink(self, name: str) -> Sink:
+        return next(s for s in self.sinks if s.name == name)
+
+    def _rolled_back(self, read: list[_Group], outcomes: list[DatasetOutcome], started: float) -> RecordsResult:
+        """Under ``publish.policy=full`` a failed group, or a dataset refused by a quality gate,
+        rolls every other one back."""
+        failures = {
+            u.dataset: g.error or g.refused[u.dataset]
+            for g in read
+            for u in g.group.units
+            if g.error or u.dataset in g.refused
+        }
+        what = "dataset(s) failed or were refused" if any(g.refused for g in read) else "group(s) failed"
+        count = len(failures) if any(g.refused for g in read) else len([g for g in read if g.error])
+        why = f"rolled back: {count} {what} under publish.policy=full"
+        for g in read:
+            for u in g.group.units:
+                if u.dataset in failures:
+                    outcomes.append(self._outcome(u, g, Status.FAILED, failures[u.dataset]))
+                else:
+                    outcomes.append(self._outcome(u, g, Status.ROLLED_BACK, why))
+        result = self._result(outcomes, {}, started, message=next(iter(failures.values())))
+        result.flagged = _flagged(read)
+        return result
+
+    def _marked(self, batch: BatchRef, ok: list[_Group], refused: dict[str, str] | None = None) -> BatchRef:
+        """``batch`` carrying, in every sink's commit metadata, the high marks the ``ok`` groups
+        reach (not those of ``refused`` datasets)."""
+        marks = {
+            u.dataset: high.to_json()
+            for g in ok
+            for u in g.group.units
+            if u.dataset not in (refused or {}) and (high := self.source.actual_high(u))
+        }
         return replace(batch, user_metadata=user_metadata(self.job, self.name, batch.number, marks))
 
     def _staging_failed(
@@ -467,15 +531,20 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         ok: list[_Group],
         batch: BatchRef,
         first: tuple[str, Staged] | None = None,
+        refused: dict[str, str] | None = None,
     ) -> tuple[list[Staged], dict[str, int]]:
-        """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups;
-        ``first``, a sink staged while reading, is kept if its branch holds records or it stages
-        anyway, else discarded."""
+        """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups,
+        less the ``refused`` datasets' records; ``first``, a sink staged while reading, is kept if
+        its branch holds records or it stages anyway, else discarded."""
         fs = HadoopFs(spark)
         frame = union_groups([(g.group, g.frame) for g in ok if g.frame is not None])
+        if refused:
+            frame = frame.where(~F.col(DATASET).isin(list(refused)))
         by_branch: dict[str, int] = {}
         for g in ok:
-            for counts in g.counts.values():
+            for dataset, counts in g.counts.items():
+                if dataset in (refused or {}):
+                    continue
                 for branch, n in counts.by_branch.items():
                     by_branch[branch] = by_branch.get(branch, 0) + n
         written = {}
@@ -580,6 +649,16 @@ def _discard(sink: Sink, batch: BatchRef, fs: HadoopFs) -> None:
         log.warning(
             "sink %s: what it staged of batch %d stays in its staging: %s", sink.name, batch.number, first_line(exc)
         )
+
+
+def _flagged(read: list[_Group]) -> dict[str, int]:
+    """The records each counted rule flagged, over every group read."""
+    out: dict[str, int] = {}
+    for g in read:
+        for counts in g.counts.values():
+            for step, n in counts.flagged.items():
+                out[step] = out.get(step, 0) + n
+    return out
 
 
 def _share_costs(group: MultiWorkUnit, read: _Group, seconds: float) -> None:

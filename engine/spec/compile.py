@@ -210,11 +210,14 @@ def _check_pools(job: JobConf, dags: tuple[DagSpec | CopyDagSpec, ...], file: st
 
 
 def _inherit(job: JobConf, dag: DagConf) -> DagConf:
-    """A DAG takes the job-level ``persist`` unless it sets its own, and the job-level ``publish``
-    and ``work_units`` key by key: ``publish.max_attempts`` set on the DAG keeps the job's policy."""
+    """A DAG takes the job-level ``persist``, ``gates`` and ``max_rejected`` unless it sets its
+    own, and the job-level ``publish`` and ``work_units`` key by key: ``publish.max_attempts`` set
+    on the DAG keeps the job's policy."""
     update: dict[str, Any] = {}
-    if "persist" in job.model_fields_set and "persist" not in dag.model_fields_set:
-        update["persist"] = job.persist
+    for k in ("persist", "gates", "max_rejected"):
+        copy_dag = isinstance(dag, CopyDagConf) and k != "persist"  # a copy DAG has no records to judge
+        if k in job.model_fields_set and k not in dag.model_fields_set and not copy_dag:
+            update[k] = getattr(job, k)
     for k in ("publish", "work_units"):
         if k in job.model_fields_set:
             update[k] = _overlaid(getattr(job, k), getattr(dag, k) if k in dag.model_fields_set else None)
@@ -275,6 +278,8 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
         error_table=error_table,
         persist=dag.persist,
         publish=dag.publish,
+        gates=tuple(dag.gates),
+        max_rejected=dag.max_rejected,
         work_units=dag.work_units,
         priority=dag.priority,
         after=tuple(dag.after),
@@ -285,7 +290,7 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
 def _compile_copy(name: str, dag: CopyDagConf, key: str, ctx: _Context) -> CopyDagSpec:
     ckey = f"{key}.copy"
     conf = dag.copy_
-    mixed = [k for k in ("sources", "sinks", "converters", "forks") if getattr(dag, k)]
+    mixed = [k for k in ("sources", "sinks", "converters", "forks", "gates", "max_rejected") if getattr(dag, k)]
     if mixed:
         raise ConfigError(f"a copy DAG has no `{mixed[0]}`: copy jobs move files, not records", key=ckey, file=ctx.file)
     file_set = _file_set(conf, ckey, ctx)

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
 
 from engine.plugins import PluginConf, PluginEntry
+from engine.plugins.threshold import Threshold, ThresholdValue
 from engine.sources.conf import LimitsConf, SourceConf
 from engine.spec.copy import CopyConf, CopyDagSpec
 
@@ -76,6 +77,13 @@ class DagConf(_Strict):
     """A copy DAG instead (files replicated between file systems): no sources, converters, forks or sinks."""
     errors: ErrorTableConf = ErrorTableConf()
     """The error table."""
+    gates: list[str] = Field(default_factory=list)
+    """Quality gates: boolean aggregate Spark SQL expressions over each dataset's valid records
+    (``count(*) > 0``, ``max(event_time) > current_timestamp() - interval 1 day``), evaluated in
+    the counting pass; a batch failing one is not published and keeps its watermark."""
+    max_rejected: ThresholdValue | None = None
+    """The error budget: the most records of a dataset's batch the chain may reject, a count
+    (``100``) or a share of the records read (``"2%"``); one more fails the batch like a gate."""
     persist: PersistLevel = "DISK_ONLY"
     """How the converted records are kept between the branches' writes (the source is read once)."""
     publish: PublishConf = PublishConf()
@@ -235,6 +243,8 @@ class DagSpec:
     error_table: str | None
     persist: PersistLevel
     publish: PublishConf = field(default_factory=PublishConf)
+    gates: tuple[str, ...] = ()
+    max_rejected: Threshold | None = None
     work_units: WorkUnitsConf = field(default_factory=WorkUnitsConf)
     priority: int = 0
     after: tuple[str, ...] = ()
