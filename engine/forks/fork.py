@@ -79,7 +79,7 @@ class Fork:
     def count(self, frame: DataFrame, preds: dict[str, Column]) -> BranchCounts:
         """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
         if self.quality.gates:
-            return self._gated(frame, preds, [])[""]
+            return self._gated(frame, preds, [], [""])[""]
         row = frame.agg(*self._tallies(preds)).first()
         assert row is not None
         return self._counts(row.asDict())
@@ -104,13 +104,16 @@ class Fork:
                 return None
         return self._counts(dict(observation.get))
 
-    def count_by_dataset(self, frame: DataFrame, preds: dict[str, Column], *, only: str) -> dict[str, BranchCounts]:
+    def count_by_dataset(
+        self, frame: DataFrame, preds: dict[str, Column], *, only: str, datasets: list[str] | None = None
+    ) -> dict[str, BranchCounts]:
         """Like :meth:`count`, one row per dataset URN, in one pass. A frame without the dataset
-        column holds one dataset, ``only``."""
+        column holds one dataset, ``only``. With gates, each of ``datasets`` (the group's) is
+        judged, one that read no record too, as it would be alone in its group."""
         if DATASET not in frame.columns:
             return {only: self.count(frame, preds)}
         if self.quality.gates:
-            return self._gated(frame, preds, [F.col(DATASET)])
+            return self._gated(frame, preds, [F.col(DATASET)], datasets or [])
         rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*self._tallies(preds)).collect()
         out = {}
         for row in rows:
@@ -118,31 +121,41 @@ class Fork:
             out[values.pop("__dataset")] = self._counts(values)
         return out
 
-    def _gated(self, frame: DataFrame, preds: dict[str, Column], by: list[Column]) -> dict[str, BranchCounts]:
+    def _gated(
+        self, frame: DataFrame, preds: dict[str, Column], by: list[Column], datasets: list[str]
+    ) -> dict[str, BranchCounts]:
         """The counts with the gates' aggregates, in one pass: grouped by dataset (``by``, or one
         group ``""``) and by validity, the gates' values taken from the valid records' group. A
-        dataset with no valid record has its gates evaluated over no rows (``count(*)`` is 0)."""
-        keys = [*(c.alias("__dataset") for c in by), preds["valid"].alias("__valid")]
-        gates = self.quality.gate_columns()
-        rows = frame.groupBy(*keys).agg(*self._tallies(preds), *gates).collect()
-        totals: dict[str, dict[str, Any]] = {} if by else {"": {"__read": 0}}
-        valid: dict[str, dict[str, Any]] = {}
+        dataset of ``datasets`` with no valid record has its gates evaluated over no rows
+        (``count(*)`` is 0). The gates see the data columns of valid records only: a rejected
+        record's values are nulls to them, so an expression that would fail on one (a division
+        by a zero a rule rejected, a cast of a value a regex refused) does not."""
+        valid = preds["valid"]
+        data = set(data_columns(frame))
+        masked = frame.select(
+            *[(F.when(valid, F.col(f"`{c}`")) if c in data else F.col(f"`{c}`")).alias(c) for c in frame.columns]
+        )
+        keys = [*(c.alias("__dataset") for c in by), valid.alias("__valid")]
+        gates = self.quality.gate_columns(masked)
+        rows = masked.groupBy(*keys).agg(*self._tallies(preds), *gates).collect()
+        totals: dict[str, dict[str, Any]] = {d: {"__read": 0} for d in datasets}
+        of_valid: dict[str, dict[str, Any]] = {}  # each dataset's gate values, from its valid records
         for row in rows:
             values = row.asDict()
             dataset, is_valid = values.pop("__dataset", ""), values.pop("__valid")
             gate_values = {n: values.pop(n) for n in list(values) if n.startswith("__gate")}
             if is_valid:
-                valid[dataset] = gate_values
+                of_valid[dataset] = gate_values
             into = totals.setdefault(dataset, {})
             for n, v in values.items():
                 into[n] = (into.get(n) or 0) + (v or 0)
         empty: dict[str, Any] | None = None
         out = {}
         for dataset, values in totals.items():
-            if dataset not in valid and empty is None:
-                first = frame.limit(0).agg(*gates).first()
+            if dataset not in of_valid and empty is None:
+                first = masked.limit(0).agg(*gates).first()
                 empty = first.asDict() if first is not None else {}
-            out[dataset] = replace(self._counts(values), gates=valid.get(dataset, empty or {}))
+            out[dataset] = replace(self._counts(values), gates=of_valid.get(dataset, empty or {}))
         return out
 
     def _tallies(self, preds: dict[str, Column]) -> list[Column]:

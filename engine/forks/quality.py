@@ -43,12 +43,19 @@ class Gate:
     def sides(self) -> tuple[str, str, str] | None:
         return split_comparison(self.sql)
 
-    def columns(self, index: int) -> list[Column]:
-        """The aggregates the counting pass takes for this gate."""
+    def columns(self, index: int, frame: DataFrame) -> list[Column]:
+        """The aggregates the counting pass takes for this gate over ``frame``: the gate, and its
+        two sides when they are aggregates of their own (a split that is not is left out)."""
         out = [F.expr(self.sql).alias(f"__gate{index}")]
-        if (sides := self.sides) is not None:
-            out += [F.expr(sides[0]).alias(f"__gate{index}_left"), F.expr(sides[2]).alias(f"__gate{index}_right")]
-        return out
+        sides = self.sides
+        if sides is None:
+            return out
+        try:
+            both = [F.expr(sides[0]).alias(f"__gate{index}_left"), F.expr(sides[2]).alias(f"__gate{index}_right")]
+            _ = frame.agg(*both).schema  # analysed (no job): each side must aggregate on its own
+        except Exception:  # e.g. a split of a CASE the splitter did not see through
+            return out
+        return out + both
 
     def check(self, frame: DataFrame) -> None:
         """A :class:`ConfigError` unless the gate is a boolean aggregate over ``frame``'s columns."""
@@ -72,11 +79,15 @@ class Gate:
         if values.get(f"__gate{index}") is True:
             return ""
         sides = self.sides
-        if sides is None:
+        if sides is None or f"__gate{index}_left" not in values:
             seen = _shown(values.get(f"__gate{index}"))
         else:
-            left, right = values.get(f"__gate{index}_left"), values.get(f"__gate{index}_right")
-            seen = f"{sides[0]} = {_shown(left)}" + ("" if _is_literal(sides[2]) else f", {sides[2]} = {_shown(right)}")
+            shown = [
+                f"{side} = {_shown(values.get(f'__gate{index}_{which}'))}"
+                for side, which in ((sides[0], "left"), (sides[2], "right"))
+                if not _is_literal(side)
+            ]
+            seen = ", ".join(shown) or _shown(values.get(f"__gate{index}"))
         return f"gate `{self.sql}` failed: observed {seen}"
 
 
@@ -97,8 +108,8 @@ class Quality:
         """What the counting pass sums per rule: the records each rule flagged."""
         return [F.sum(r.flagged().cast("long")).alias(f"__rule{i}") for i, r in enumerate(self.rules)]
 
-    def gate_columns(self) -> list[Column]:
-        return [c for i, g in enumerate(self.gates) for c in g.columns(i)]
+    def gate_columns(self, frame: DataFrame) -> list[Column]:
+        return [c for i, g in enumerate(self.gates) for c in g.columns(i, frame)]
 
     def flagged(self, values: dict[str, Any]) -> dict[str, int]:
         """Each counted rule's flagged records, by step, from the pass's aggregates."""
@@ -168,9 +179,13 @@ def _has_logic(text: str) -> bool:
     for w in words:
         depth += w == "("
         depth -= w == ")"
-        if depth == 0 and w in ("AND", "OR", "NOT", "BETWEEN", "IS", "IN", "LIKE", "RLIKE"):
+        if depth == 0 and w in _LOGIC:
             return True
     return split_comparison(text) is not None  # a second comparison: `a < b < c` is not one
+
+
+_LOGIC = ("AND", "OR", "NOT", "BETWEEN", "IS", "IN", "LIKE", "RLIKE", "CASE", "WHEN", "THEN", "ELSE", "END")
+"""Words that make a side of a comparison more than one expression."""
 
 
 def _is_literal(text: str) -> bool:
@@ -182,4 +197,6 @@ def _is_literal(text: str) -> bool:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     return "null" if value is None else str(value)

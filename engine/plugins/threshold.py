@@ -10,23 +10,24 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
 
-_SHARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_SHARE = re.compile(r"^\s*(\d*\.?\d+)\s*%\s*$")
 
 
 @dataclass(frozen=True)
 class Threshold:
-    """At most ``count`` records, or at most ``share`` (0..1) of the records read."""
+    """At most ``count`` records, or at most ``percent`` % of the records read (exact: a decimal)."""
 
     count: int | None = None
-    share: float | None = None
+    percent: Decimal | None = None
 
     @classmethod
     def parse(cls, value: Any) -> Threshold:
-        """``25``, ``"25"`` or ``"2%"``; anything else is a :class:`ValueError` saying what is."""
+        """``25``, ``"25"``, ``"2%"`` or ``"0.5%"``; anything else is a :class:`ValueError` saying what is."""
         if isinstance(value, Threshold):
             return value
         if isinstance(value, bool) or not isinstance(value, int | str):
@@ -35,24 +36,25 @@ class Threshold:
         if re.fullmatch(r"\d+", text):
             return cls(count=int(text))
         share = _SHARE.match(text)
-        if share is None or float(share.group(1)) > 100:
+        if share is None or Decimal(share.group(1)) > 100:
             raise ValueError(f'a count (25) or a share of the records between 0% and 100% ("2%"), not {value!r}')
-        return cls(share=float(share.group(1)) / 100)
+        return cls(percent=Decimal(share.group(1)))
 
     def allowed(self, records: int) -> int:
         """The most records that may be flagged in a batch of ``records``."""
         if self.count is not None:
             return self.count
-        assert self.share is not None
-        return math.floor(self.share * records + 1e-9)
+        assert self.percent is not None
+        return math.floor(self.percent * records / 100)
 
     def exceeded(self, flagged: int, records: int) -> bool:
         return flagged > self.allowed(records)
 
     def __str__(self) -> str:
+        """As written (``25``, ``2%``), and parsed back to the same threshold."""
         if self.count is not None:
             return str(self.count)
-        return f"{self.share * 100:g}%" if self.share is not None else ""
+        return f"{self.percent:f}%" if self.percent is not None else ""
 
 
 ThresholdValue = Annotated[Threshold, BeforeValidator(Threshold.parse), PlainSerializer(str, return_type=str)]

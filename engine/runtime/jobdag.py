@@ -332,7 +332,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             return result
         try:
             result.frame, result.cached = self._persisted(self._group_frame(spark, run.plan, group))
-            result.counts = self.fork.count_by_dataset(result.frame, run.plan.predicates, only=group.units[0].dataset)
+            result.counts = self.fork.count_by_dataset(
+                result.frame, run.plan.predicates, only=group.units[0].dataset, datasets=group.datasets
+            )
             result.refused = self._refused(result.counts)
         except Exception as exc:  # the group fails, the run goes on (the policy decides)
             if result.cached is not None:
@@ -521,8 +523,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         message = first_line(exc)
         log.error("dag %s: staging failed: %s", self.name, message, exc_info=log.isEnabledFor(logging.DEBUG))
         for g in read:
-            outcomes += [self._outcome(u, g, Status.FAILED, g.error or message) for u in g.group.units]
-        return self._result(outcomes, {}, run.started, message=message)
+            outcomes += [
+                self._outcome(u, g, Status.FAILED, g.error or g.refused.get(u.dataset) or message)
+                for u in g.group.units
+            ]
+        result = self._result(outcomes, {}, run.started, message=message)
+        result.flagged = _flagged(read)
+        return result
 
     def _stage(
         self,
@@ -624,6 +631,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             converter.check(spark)
         for name, sql in self.spec.branches.items():
             check_parses(spark, sql, key=f"{self.spec.key}.forks.{name}")
+        for gate in self.fork.quality.gates:
+            check_parses(spark, gate.sql, key=gate.key)
 
 
 def with_dataset(frame: DataFrame, group: MultiWorkUnit) -> DataFrame:

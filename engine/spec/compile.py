@@ -259,6 +259,8 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
     for branch in dag.forks:
         if branch in BUILTIN_BRANCHES:
             raise ConfigError(f"`{branch}` is a built-in branch", key=f"{key}.forks.{branch}", file=ctx.file)
+        if branch.startswith("__"):  # the counting pass names its own aggregates so
+            raise ConfigError("a branch name may not start with `__`", key=f"{key}.forks.{branch}", file=ctx.file)
     sinks = tuple(
         _compile_sink(sink_name, raw, f"{key}.sinks.{sink_name}", dag, ctx) for sink_name, raw in dag.sinks.items()
     )

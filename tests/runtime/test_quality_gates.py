@@ -117,3 +117,51 @@ def test_a_copy_dag_has_no_gates(lake: Path) -> None:
     raw = {"copy": {"source": str(lake / "src"), "target": "copied"}, "gates": ["count(*) > 0"]}
     with pytest.raises(ConfigError, match="a copy DAG has no `gates`"):
         compile_dict(raw, lake)
+
+
+def test_a_case_gate_is_judged_whole(spark: Any, lake: Path) -> None:
+    """A comparison inside a CASE is not the gate's own: the gate is judged as written."""
+    src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": i} for i in range(3)])
+    gate = "CASE WHEN count(*) > 5 THEN true ELSE false END"
+    result, _ = run_dict(spark, json_job(src, [], gates=[gate]), lake)
+    assert result.status == "FAILED"
+    assert f"gate `{gate}` failed: observed false" in result.dags[0].message
+
+
+def test_gates_do_not_evaluate_the_values_of_rejected_records(spark: Any, lake: Path) -> None:
+    """Under ANSI SQL ``10 / q`` fails on the ``q = 0`` a rule rejected: a gate never sees it."""
+    src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": 1, "q": 0}, {"id": 2, "q": 2}])
+    steps = [{"type": "check", "expr": "q != 0"}]
+    result, _ = run_dict(spark, json_job(src, steps, gates=["sum(10 / q) = 5"]), lake)
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    assert delta_ids(lake / "out") == [2]
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_dataset_that_read_no_record_is_judged_however_it_is_packed(spark: Any, lake: Path, groups: int) -> None:
+    root = lake.parent / "land"
+    touch(root / "d0" / "part.json", [{"id": 1}], mtime=T0)
+    touch(root / "d1" / "part.json", [], mtime=T0 + 1)  # a file, and no record in it
+    spec = {**job(root, policy="partial", gates=["count(*) > 0"]), "work_units": {"max_groups": groups}}
+    store = InMemoryMetadataStore()
+    result = run_with(spark, spec, lake, store, run=1)
+    statuses = sorted((d.unit.dataset.rsplit("/", 1)[1], d.status) for d in result.dags[0].datasets)
+    assert statuses == [("d0", "COMMITTED"), ("d1", "FAILED")]
+    assert {d.rsplit("/", 1)[1] for d in store.load_state("t", "t")} == {"d0"}
+
+
+def test_validate_checks_the_gates_of_a_dag_whose_schema_is_inferred(spark: Any, lake: Path) -> None:
+    from engine.runtime import JobManager
+
+    src = write_jsonl(lake.parent / "in" / "rows.json", [{"id": 1}])
+    spec = compile_dict(json_job(src, [], gates=["count(* > 0"]), lake)
+    with pytest.raises(ConfigError) as caught:
+        JobManager(spark).validate(spec, "v-1")
+    assert caught.value.key == "job.gates[0]"
+
+
+@pytest.mark.parametrize("written", ["0.00001%", "12.3456789%", ".5%"])
+def test_a_dag_s_share_survives_compiling_as_written(lake: Path, written: str) -> None:
+    spec = compile_dict(json_job(lake / "in.json", [], max_rejected=written), lake)
+    (dag,) = spec.dags
+    assert dag.max_rejected is not None and float(str(dag.max_rejected).rstrip("%")) == float(written.rstrip("%"))
