@@ -77,7 +77,8 @@ def run_task(
 ) -> int:
     """One composed run: compile, start Spark, validate or run, print the summary; the exit code."""
     debug = bool(app.data.get("debug"))
-    _configure_logging(debug)
+    json_logs = app.data.get("logs") == "json"
+    _configure_logging(debug, json_logs=json_logs)
     started = time.monotonic()
     run_id = os.environ.pop(RUN_ID_ENV, "") or new_run_id()  # taken once: not by a multirun's next run, nor a hop
     job = app.job_choice or (f"flow.{app.flow_choice.replace('/', '.')}" if app.flow_choice else "?")
@@ -91,12 +92,13 @@ def run_task(
             summary, code = _failure(exc, app, run_id, job, debug, secrets)
     summary = secrets.mask(summary)
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
-    if app.data.get("progress") != "off":
+    if app.data.get("progress") != "off" and not json_logs:
         if summary.get("dags") and isinstance(summary["dags"][0], dict):
             print(table(summary), flush=True)
         elif summary.get("hops") and isinstance(summary["hops"][0], dict) and "jobName" in summary["hops"][0]:
             print(hop_table(summary), flush=True)
     print(json.dumps(summary, default=str), flush=True)
+    _push_metrics(app, summary)
     if on_summary is not None:
         on_summary(code, summary)
     return code
@@ -163,13 +165,48 @@ def _report(exc: BaseException, debug: bool, secrets: Secrets) -> None:
     print(secrets.mask(f"{kind}: {exc}"), file=sys.stderr, flush=True)
 
 
-def _configure_logging(debug: bool) -> None:
+def _push_metrics(app: AppConfig, summary: dict[str, Any]) -> None:
+    """The run's metrics, where ``metrics`` says (a run mode's summary only: not a validation's)."""
+    from pydantic import ValidationError
+
+    from engine.cli.runmetrics import push_metrics
+    from engine.spec.app import MetricsConf
+
+    if app.data.get("mode", "run") != "run" or not isinstance(app.data.get("metrics"), dict):
+        return
+    try:
+        conf = MetricsConf.model_validate(app.data["metrics"])
+    except ValidationError:  # the run reported it as a config error
+        return
+    push_metrics(conf, summary)
+
+
+def _configure_logging(debug: bool, *, json_logs: bool = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
-        stream=sys.stderr,
+        stream=sys.stdout if json_logs else sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    if json_logs:
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonLogFormatter())
     logging.captureWarnings(True)  # warnings too pass the run's log filters (secrets masked)
     for noisy in ("py4j", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log record: ``time`` (UTC, ISO 8601), ``level``, ``logger``,
+    ``message`` and, with an exception, ``error`` (its traceback under ``debug=true``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)

@@ -8,6 +8,7 @@ from typing import NoReturn
 
 from engine.cli.app import main
 from engine.cli.pyspark_path import prefer_compiled_pyspark
+from engine.cli.stderr import route_stderr
 
 __all__ = ["driver_main"]
 
@@ -15,6 +16,7 @@ __all__ = ["driver_main"]
 def driver_main() -> NoReturn:
     """Run the command line in ``sys.argv`` and leave with its exit code."""
     prefer_compiled_pyspark()
+    route_stderr()  # spark-submit merges the driver's stderr into stdout: logs go to the JVM's stderr
     try:
         main()
     except SystemExit as done:

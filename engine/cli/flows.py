@@ -426,8 +426,8 @@ def flow_status(metadata: DeltaMetadataStore, plan: FlowPlan, *, runs: int, run_
 
 
 def _wait(proc: subprocess.Popen[str], stop: Stop, hop: str) -> str:
-    """``proc``'s last line on stdout once it ends (its summary); every other line (spark-submit
-    merges a Python driver's log into its stdout) goes to stderr as ``[<hop>] <line>``. A stop of
+    """``proc``'s last line on stdout once it ends (its summary); every other line (its end table,
+    or a driver's log when its stderr is merged into stdout) goes to stderr as ``[<hop>] <line>``. A stop of
     the flow is passed on as SIGTERM (graceful)."""
     last: list[str] = []
 

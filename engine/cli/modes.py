@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,8 +195,28 @@ def _run(run: Run) -> dict[str, Any]:
         store.ensure()
         board = Board()
         board.add([d.name for d in run.spec.dags])
-        with shown(board, run.conf.progress):
-            return manager.execute(planned, store, stop=run.stop, board=board).summary()
+        view = "log" if run.conf.logs == "json" and run.conf.progress in ("auto", "live") else run.conf.progress
+        with shown(board, view):
+            summary = manager.execute(planned, store, stop=run.stop, board=board).summary()
+    if run.conf.metrics.enabled:  # one read of the state, only for the metrics
+        _add_watermark_lags(summary, metadata.all_state(run.spec.name))
+    return summary
+
+
+def _add_watermark_lags(summary: dict[str, Any], states: list[Any]) -> None:
+    """Each DAG's ``watermark_lag_seconds``: how far behind now its oldest time-based watermark
+    (a timestamp, a file's modification time) is, of its live datasets."""
+    from engine.state.store import LIVE
+
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    lags: dict[str, float] = {}
+    for s in states:
+        moment = s.watermark.moment() if s.watermark is not None and s.scope == LIVE else None
+        if moment is not None:
+            lags[s.dag] = max(lags.get(s.dag, 0.0), (now - moment).total_seconds())
+    for dag in summary.get("dags", []):
+        if isinstance(dag, dict) and dag.get("name") in lags:
+            dag["watermark_lag_seconds"] = round(lags[dag["name"]], 3)
 
 
 def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:

@@ -130,6 +130,7 @@ class DagResult:
             "sinks": self.sinks,
             "datasets": by_status,
             "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == Status.FAILED],
+            "bytes_read": sum(d.unit.size.bytes or 0 for d in self.datasets if d.status == Status.COMMITTED),
             # what a committed dataset's status row notes (throttled, a skipped file, a gap in Kafka)
             "notes": {d.unit.dataset: d.message for d in self.datasets if d.status == Status.COMMITTED and d.message},
             "recovered_batches": self.recovered,

@@ -25,6 +25,8 @@ MODES = ("run", "validate", "status", "checkpoint", "commit", "plan")
 """What a run does (``mode=``): see :class:`AppConf`."""
 PROGRESS_VIEWS = ("auto", "live", "log", "off")
 """How the console shows a running job (``progress=``)."""
+LOG_FORMATS = ("text", "json")
+"""How log lines are written (``logs=``)."""
 MIN_LEASE_SECONDS = 5.0
 """A shorter lease could expire between two renewals of a healthy run."""
 
@@ -40,6 +42,31 @@ Text = Annotated[str, BeforeValidator(_text)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricsConf(_Strict):
+    """Where a run's metrics are pushed when it ends (:mod:`engine.cli.runmetrics`).
+
+    .. code-block:: yaml
+
+        metrics:
+          pushgateway: http://pushgateway.internal:9091
+          textfile: /var/lib/node_exporter/textfile/engine_{job}.prom
+    """
+
+    pushgateway: Text | None = None
+    """A Prometheus Pushgateway's URL; the run's metrics replace the last run's of the same job."""
+    textfile: Text | None = None
+    """A ``.prom`` file for node-exporter's textfile collector (``{job}``: the job's name),
+    replaced atomically."""
+    grouping: dict[str, Text] = Field(default_factory=dict)
+    """More labels of the Pushgateway's grouping key than ``job`` (``instance``, ``env``)."""
+    timeout: float = Field(default=10.0, gt=0)
+    """Seconds a push may take; a push that fails is logged, and the run's exit code stays."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.pushgateway or self.textfile)
 
 
 class StatusConf(_Strict):
@@ -235,6 +262,11 @@ class AppConf(_Strict):
     progress: Text = "auto"
     """The console while a job runs: ``auto`` (live on a terminal, log lines otherwise), ``live``,
     ``log`` or ``off`` (which drops the end-of-run table too)."""
+    logs: Text = "text"
+    """``text``: log lines on stderr; ``json``: one JSON object per log record on stdout, before
+    the summary, and no end-of-run table, so that stdout is JSON lines only."""
+    metrics: MetricsConf = MetricsConf()
+    """Where the run's metrics are pushed (Prometheus' Pushgateway, a node-exporter textfile)."""
     status: StatusConf = StatusConf()
     """``mode=status``."""
     checkpoint: CheckpointConf = CheckpointConf()
@@ -268,6 +300,11 @@ class AppConf(_Strict):
     @classmethod
     def _known_view(cls, view: str) -> str:
         return _one_of(view, PROGRESS_VIEWS, "unknown_progress", "unknown progress view")
+
+    @field_validator("logs")
+    @classmethod
+    def _known_format(cls, logs: str) -> str:
+        return _one_of(logs, LOG_FORMATS, "unknown_logs", "unknown log format")
 
 
 def _one_of(value: str, known: tuple[str, ...], kind: str, what: str) -> str:

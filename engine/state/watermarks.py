@@ -42,6 +42,11 @@ class Watermark(ABC):
     def display(self) -> str:
         return str(self.payload())
 
+    def moment(self) -> datetime | None:
+        """The point in time this watermark stands for (UTC, naive), if it is one: what its lag
+        behind now is measured from. ``None`` for offsets and counters."""
+        return None
+
     def checkpointed(self, action: str, old: Watermark | None) -> Watermark:
         """This value as ``mode=checkpoint`` stores it for ``action`` (``set``/``rewind``) over the
         dataset's ``old`` watermark; most kinds store it as it is."""
@@ -85,6 +90,9 @@ class TimestampWatermark(Watermark):
 
     def at_most(self, other: Watermark) -> bool:
         return isinstance(other, TimestampWatermark) and self.value <= other.value
+
+    def moment(self) -> datetime:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,10 @@ class FileWatermark(Watermark):
     @property
     def position(self) -> tuple[int, str]:
         return (self.mtime_ms, self.path)
+
+    def moment(self) -> datetime:
+        """The last file's modification time."""
+        return datetime.fromtimestamp(self.mtime_ms / 1000, timezone.utc).replace(tzinfo=None)
 
     @property
     def logged(self) -> bool:

@@ -53,6 +53,8 @@ def test_demo_job_end_to_end(tmp_path: Path) -> None:
     output = proc.stdout + proc.stderr  # not a terminal: one log line per change of phase
     assert output.count("dag orders: running") == 1, output[-3000:]
     assert output.count("dag orders: publishing") == 1
+    assert len(proc.stdout.strip().splitlines()) == 6, "stdout: the table and the summary, logs on stderr"
+    assert "dag orders: running" in proc.stderr and "INFO" not in proc.stdout
     table = proc.stdout.strip().splitlines()[-6:-1]  # the end table (two sinks: a row each), then the JSON
     assert table[0].split()[:5] == ["dag", "status", "read", "rejected", "written"]
     assert table[2].split()[:4] == ["orders", "SUCCEEDED", "48", "7"]
