@@ -192,7 +192,7 @@ def _configure_logging(debug: bool, *, json_logs: bool = False) -> None:
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonLogFormatter())
     logging.captureWarnings(True)  # warnings too pass the run's log filters (secrets masked)
-    for noisy in ("py4j", "urllib3"):
+    for noisy in ("py4j", "urllib3", "openlineage"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from engine.cli.lineage import PARENT_ENV
 from engine.cli.modes import HANDLERS, Run, _run, _validate, absolute, session
 from engine.config.app import SOURCE_TREE
 from engine.errors import ConfigError, EngineError
@@ -31,6 +32,7 @@ from engine.state.rows import utcnow
 from engine.state.status import Status
 
 if TYPE_CHECKING:
+    from engine.cli.lineage import FlowLineage
     from engine.config import AppConfig
     from engine.runtime.stop import Stop
     from engine.spec.app import AppConf
@@ -163,12 +165,22 @@ class FlowExecution:
         self.here = set(here)
         self.outcomes: dict[str, HopOutcome] = {}
         self.start = utcnow()
+        self.lineage = _flow_lineage(run, plan.job_name)
 
     def execute(self) -> dict[str, Any]:
         metadata = self.run.metadata
         with self.run.lease as held:  # one execution of a flow at a time (exit code 3 otherwise)
             self.run = replace(self.run, held=held)
-            return self._execute(metadata)
+            if self.lineage is None:
+                return self._execute(metadata)
+            self.run = replace(self.run, lineage_parent=self.lineage.as_parent)  # its hops' DAGs' parent
+            self.lineage.start()
+            summary: dict[str, Any] = {"status": Status.FAILED, "message": "the flow raised"}
+            try:
+                summary = self._execute(metadata)
+            finally:
+                self.lineage.end(summary["status"], summary.get("message") or "")
+            return summary
 
     def _execute(self, metadata: DeltaMetadataStore) -> dict[str, Any]:
         self._close_dead(metadata)
@@ -309,6 +321,8 @@ class FlowExecution:
         log.info("flow %s: hop %s submitted to %s: %s", self.plan.job_name, hop.name, hop.master, " ".join(command))
         try:
             env = {**os.environ, PARENT: self.plan.job_name}
+            if self.run.lineage_parent is not None:
+                env[PARENT_ENV] = str(self.run.lineage_parent)
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         except OSError as exc:
             self.outcomes[hop.name] = HopOutcome(hop, Status.FAILED, f"cannot submit: {exc}", started, utcnow())
@@ -398,6 +412,15 @@ class FlowExecution:
         except Exception as exc:  # the hops' own state and history are written; say what is missing
             log.warning("flow %s: the flow execution row could not be written: %s", self.plan.job_name, exc)
         return statuses
+
+
+def _flow_lineage(run: Run, job: str) -> FlowLineage | None:
+    """The flow's own OpenLineage events, if ``lineage`` names a destination."""
+    if not run.conf.lineage.enabled:
+        return None
+    from engine.cli.lineage import FlowLineage, Parent, Sender
+
+    return FlowLineage(Sender(run.conf.lineage), job, run.run_id, Parent.from_env(), run.mask)
 
 
 def flow_status(metadata: DeltaMetadataStore, plan: FlowPlan, *, runs: int, run_id: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from engine.storage.paths import StoragePath
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from engine.cli.lineage import DagLineage, Parent
     from engine.commit.lease import Lease, Leases
     from engine.config import AppConfig
     from engine.runtime.stop import Stop
@@ -53,6 +54,8 @@ class Run:
     its own takes its hop's, and its flow's unless the flow submitted it)."""
     held: Leases | None = None
     """The run lease, already held by the caller (a flow holds its own while its hops run)."""
+    lineage_parent: Parent | None = None
+    """The OpenLineage run the DAGs' runs are part of: their flow's; else ``OPENLINEAGE_PARENT_ID``'s."""
 
     @cached_property
     def metadata(self) -> DeltaMetadataStore:
@@ -195,12 +198,29 @@ def _run(run: Run) -> dict[str, Any]:
         store.ensure()
         board = Board()
         board.add([d.name for d in run.spec.dags])
+        lineage = _lineage(run)
+        if lineage is not None:
+            board.listeners.append(lineage.on_progress)
         view = "log" if run.conf.logs == "json" and run.conf.progress in ("auto", "live") else run.conf.progress
-        with shown(board, view):
-            summary = manager.execute(planned, store, stop=run.stop, board=board).summary()
+        try:
+            with shown(board, view):
+                summary = manager.execute(planned, store, stop=run.stop, board=board).summary()
+        finally:
+            if lineage is not None:
+                lineage.close()
     if run.conf.metrics.enabled:  # one read of the state, only for the metrics
         _add_watermark_lags(summary, metadata.all_state(run.spec.name))
     return summary
+
+
+def _lineage(run: Run) -> DagLineage | None:
+    """The OpenLineage events of the run's DAGs, if ``lineage`` names a destination."""
+    if not run.conf.lineage.enabled:
+        return None
+    from engine.cli.lineage import DagLineage, Parent, Sender
+
+    parent = run.lineage_parent or Parent.from_env()
+    return DagLineage(Sender(run.conf.lineage), run.spec, run.run_id, parent, run.mask)
 
 
 def _add_watermark_lags(summary: dict[str, Any], states: list[Any]) -> None:

@@ -92,6 +92,22 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """One test of a batch and its outcome."""
+
+    test: str
+    """The rule's step, ``max_rejected = <threshold>``, or the gate's SQL."""
+    kind: str
+    """``rule``, ``budget`` or ``gate``."""
+    why: str = ""
+    """Why it failed; ``""``: it held."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.why
+
+
+@dataclass(frozen=True)
 class Quality:
     """What judges a DAG's batches: its counted rules, its error budget and its gates."""
 
@@ -117,17 +133,26 @@ class Quality:
 
     def judge(self, *, read: int, rejected: int, flagged: dict[str, int], gates: dict[str, Any]) -> list[str]:
         """Why a dataset's batch may not be published (nothing: it may)."""
+        return [v.why for v in self.verdicts(read=read, rejected=rejected, flagged=flagged, gates=gates) if v.why]
+
+    def verdicts(self, *, read: int, rejected: int, flagged: dict[str, int], gates: dict[str, Any]) -> list[Verdict]:
+        """Every test's outcome over a dataset's batch, in config order: each rule that can refuse
+        (``action = fail``, or a ``max_rejected``), the error budget, each gate."""
         out = []
         for rule in self.rules:
             n = flagged.get(rule.step, 0)
-            if rule.action == "fail" and n:
-                out.append(f"rule `{rule.step}` (action = fail) flagged {n} of {read} records")
-            elif rule.max_rejected is not None and rule.max_rejected.exceeded(n, read):
-                out.append(_over(f"rule `{rule.step}`", n, read, rule.max_rejected, rule.action))
-        if self.max_rejected is not None and self.max_rejected.exceeded(rejected, read):
-            out.append(_over("the DAG's error budget", rejected, read, self.max_rejected, "reject"))
-        out += [why for i, gate in enumerate(self.gates) if (why := gate.failure(gates, i))]
-        return out
+            if rule.action == "fail":
+                why = f"rule `{rule.step}` (action = fail) flagged {n} of {read} records" if n else ""
+                out.append(Verdict(rule.step, "rule", why))
+            elif rule.max_rejected is not None:
+                over = rule.max_rejected.exceeded(n, read)
+                why = _over(f"rule `{rule.step}`", n, read, rule.max_rejected, rule.action) if over else ""
+                out.append(Verdict(rule.step, "rule", why))
+        if self.max_rejected is not None:
+            over = self.max_rejected.exceeded(rejected, read)
+            why = _over("the DAG's error budget", rejected, read, self.max_rejected, "reject") if over else ""
+            out.append(Verdict(f"max_rejected = {self.max_rejected}", "budget", why))
+        return out + [Verdict(gate.sql, "gate", gate.failure(gates, i)) for i, gate in enumerate(self.gates)]
 
     def warned(self, flagged: dict[str, int], read: int) -> str:
         """What the ``warn`` rules counted, for a published dataset's status (``""``: nothing)."""

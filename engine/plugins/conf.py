@@ -2,7 +2,8 @@
 
 The hooks here are what the compiler asks of any plugin, so it never tests for a specific one:
 how a config's relative paths are made absolute (:meth:`PluginConf.resolved`), which places it
-writes (:meth:`PluginConf.writes`). Source, converter and sink configs add their own kind's hooks.
+writes (:meth:`PluginConf.writes`), what it names to lineage systems (:meth:`PluginConf.lineage`).
+Source, converter and sink configs add their own kind's hooks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import Self
 
+from engine.plugins.lineage import DatasetName, of_path
 from engine.storage.paths import StoragePath, is_relative, under
 
 
@@ -58,3 +60,8 @@ class PluginConf(BaseModel):
         """Every place this plugin writes, by the key that names it (``{"path": "/lake/orders"}``):
         the compiler refuses the engine's own places there, and a DAG reading one runs after."""
         return {}
+
+    def lineage(self) -> list[DatasetName]:
+        """The datasets this plugin reads or writes, as lineage systems name them (by default,
+        the places :meth:`writes` names); one that moves records elsewhere says so itself."""
+        return [of_path(p) for p in self.writes().values()]

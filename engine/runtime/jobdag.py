@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -34,7 +34,7 @@ from engine.commit.steps import user_metadata
 from engine.converters.base import Converter, first_line
 from engine.converters.frame import DATASET, finalize, packed, to_frame, unpacked
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
-from engine.forks.quality import Quality
+from engine.forks.quality import Quality, Verdict
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
 from engine.runtime.dag import Connections, Dag, DagPlan, DagResult, DatasetOutcome
@@ -79,6 +79,10 @@ class RecordsResult(DagResult):
     flagged: dict[str, int] = field(default_factory=dict)
     """The records each counted rule (``action`` other than ``reject``, or a ``max_rejected``)
     flagged, over every dataset read, published or refused."""
+    verdicts: list[Verdict] = field(default_factory=list)
+    """Each quality test (:class:`~engine.forks.quality.Verdict`) over every dataset read."""
+    schemas: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """The columns (name, Spark SQL type) the source was read with (key ``""``) and each sink staged."""
 
     @property
     def processed(self) -> int:
@@ -108,6 +112,8 @@ class _Run:
     scope: DagScope
     stop: Stop
     started: float = field(default_factory=time.monotonic)
+    schemas: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """Each staged sink's columns (name, Spark SQL type)."""
 
 
 @dataclass
@@ -376,6 +382,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 observed, observation = self.fork.observed(frame, preds, f"{job_group}:counts")
                 rows = self.fork.branch(with_dataset(observed, group), branch, preds[branch], self.ctx)
                 staged = sink.stage(rows, batch, fs)
+                run.schemas[sink.name] = columns_of(rows.schema)
             except Exception as exc:
                 if read.cached is not None:
                     read.cached.unpersist()
@@ -446,7 +453,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         written: dict[str, int] = {}
         if ok:
             try:
-                staged, written = self._stage(spark, run.plan, ok, self._marked(run.batch, ok, refused), first, refused)
+                staged, written = self._stage(spark, run, ok, self._marked(run.batch, ok, refused), first, refused)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
                 return self._staging_failed(run, read, outcomes, exc)
             kill_point("after_staging", self.name)
@@ -457,9 +464,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 else:
                     outcomes.append(self._outcome(u, g, Status.COMMITTED, self._noted(u, g)))
         why = failed[0].error if failed else next(iter(refused.values()), "")
-        result = self._result(outcomes, written, run.started, message=why)
+        result = self._result(outcomes, written, run.started, message=why, read=read)
         result.staged = staged
-        result.flagged = _flagged(read)
+        read_with = [c for c in columns_of(run.plan.schema) if c[0] != CORRUPT_RECORD] if run.plan.schema else []
+        result.schemas = {"": read_with, **run.schemas} if read_with else dict(run.schemas)
         return result
 
     def _refused(self, counts: dict[str, BranchCounts]) -> dict[str, str]:
@@ -500,9 +508,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                     outcomes.append(self._outcome(u, g, Status.FAILED, failures[u.dataset]))
                 else:
                     outcomes.append(self._outcome(u, g, Status.ROLLED_BACK, why))
-        result = self._result(outcomes, {}, started, message=next(iter(failures.values())))
-        result.flagged = _flagged(read)
-        return result
+        return self._result(outcomes, {}, started, message=next(iter(failures.values())), read=read)
 
     def _marked(self, batch: BatchRef, ok: list[_Group], refused: dict[str, str] | None = None) -> BatchRef:
         """``batch`` carrying, in every sink's commit metadata, the high marks the ``ok`` groups
@@ -527,14 +533,12 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 self._outcome(u, g, Status.FAILED, g.error or g.refused.get(u.dataset) or message)
                 for u in g.group.units
             ]
-        result = self._result(outcomes, {}, run.started, message=message)
-        result.flagged = _flagged(read)
-        return result
+        return self._result(outcomes, {}, run.started, message=message, read=read)
 
     def _stage(
         self,
         spark: SparkSession,
-        plan: RecordsPlan,
+        run: _Run,
         ok: list[_Group],
         batch: BatchRef,
         first: tuple[str, Staged] | None = None,
@@ -542,8 +546,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     ) -> tuple[list[Staged], dict[str, int]]:
         """Stage every sink's branch (and the error table's) of the union of the ``ok`` groups,
         less the ``refused`` datasets' records; ``first``, a sink staged while reading, is kept if
-        its branch holds records or it stages anyway, else discarded."""
-        fs = HadoopFs(spark)
+        its branch holds records or it stages anyway, else discarded. Each staged sink's columns
+        are noted in ``run.schemas``."""
+        fs, plan = HadoopFs(spark), run.plan
         frame = union_groups([(g.group, g.frame) for g in ok if g.frame is not None])
         if refused:
             frame = frame.where(~F.col(DATASET).isin(list(refused)))
@@ -566,7 +571,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                     _discard(sink, batch, fs)
             elif wanted:
                 log.info("dag %s: staging sink %s", self.name, sink.name)
-                staged.append(sink.stage(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx), batch, fs))
+                rows = self.fork.branch(frame, branch, plan.predicates[branch], self.ctx)
+                staged.append(sink.stage(rows, batch, fs))
+                run.schemas[sink.name] = columns_of(rows.schema)  # analysed once, by the write
             written[sink.name] = by_branch.get(branch, 0)
         if self.spec.error_table and by_branch.get("error", 0):
             errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
@@ -587,7 +594,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             replace(o, status=Status.FAILED, message=message) if o.status == Status.COMMITTED else o
             for o in result.datasets
         ]
-        return self._result(outcomes, {}, time.monotonic() - result.seconds, message=message)
+        out = self._result(outcomes, {}, time.monotonic() - result.seconds, message=message)
+        out.flagged, out.verdicts = result.flagged, result.verdicts  # what was read stays as it was
+        return out
 
     @staticmethod
     def _outcome(unit: WorkUnit, g: _Group, status: Status, message: str) -> DatasetOutcome:
@@ -604,8 +613,16 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         )
 
     def _result(
-        self, outcomes: list[DatasetOutcome], written: dict[str, int], started: float, *, message: str = ""
+        self,
+        outcomes: list[DatasetOutcome],
+        written: dict[str, int],
+        started: float,
+        *,
+        message: str = "",
+        read: Sequence[_Group] = (),
     ) -> RecordsResult:
+        """The DAG's result over ``outcomes``; with the groups ``read``, what its rules flagged and
+        how its quality tests came out too."""
         committed = [o for o in outcomes if o.status == Status.COMMITTED]
         return RecordsResult(
             name=self.name,
@@ -617,7 +634,20 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             sinks=written,
             seconds=time.monotonic() - started,
             datasets=sorted(outcomes, key=lambda o: o.unit.dataset),
+            flagged=_flagged(read),
+            verdicts=self._verdicts(read),
         )
+
+    def _verdicts(self, read: Sequence[_Group]) -> list[Verdict]:
+        """Each quality test's outcome over every dataset read: failed if it failed on one."""
+        out: dict[str, Verdict] = {}
+        for g in read:
+            for c in g.counts.values():
+                rejected = c.by_branch.get("error", 0)
+                for v in self.fork.quality.verdicts(read=c.read, rejected=rejected, flagged=c.flagged, gates=c.gates):
+                    if v.test not in out or (out[v.test].passed and not v.passed):
+                        out[v.test] = v
+        return list(out.values())
 
     def _needs_inference(self) -> bool:
         return self.source.conf.infers_schema
@@ -660,7 +690,12 @@ def _discard(sink: Sink, batch: BatchRef, fs: HadoopFs) -> None:
         )
 
 
-def _flagged(read: list[_Group]) -> dict[str, int]:
+def columns_of(schema: StructType) -> list[tuple[str, str]]:
+    """A schema's top-level columns and their Spark SQL types."""
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def _flagged(read: Sequence[_Group]) -> dict[str, int]:
     """The records each counted rule flagged, over every group read."""
     out: dict[str, int] = {}
     for g in read:

@@ -267,7 +267,7 @@ class JobManager:
                 records_rejected=result.rejected,
             )
         )
-        board.move(dag.name, result.status, records=result.processed, message=result.message)
+        board.move(dag.name, result.status, records=result.processed, message=result.message, result=result)
         return result
 
     def _plan_and_run(
@@ -318,8 +318,9 @@ class JobManager:
     def _blocked(self, job: PlannedJob, dag: AnyDag, stuck: Blocked, board: Board) -> DagResult:
         job.publisher.blocked_status(dag, stuck)
         status = Status.QUARANTINED if stuck.quarantined else Status.FAILED
-        board.move(dag.name, status, message=stuck.message)
-        return DagResult(name=dag.name, status=status, message=stuck.message)
+        result = DagResult(name=dag.name, status=status, message=stuck.message)
+        board.move(dag.name, status, message=stuck.message, result=result)
+        return result
 
     def _outcome(
         self, job: PlannedJob, planned: PlannedDag, outcome: Outcome[DagResult], store: RunStore, board: Board
@@ -333,9 +334,10 @@ class JobManager:
         job.publisher.not_run_status(dag, status, outcome.reason, datasets)
         now = utcnow()
         store.append(RunRecord(job.run_id, job.spec.name, dag.name, Status(outcome.status), now, now, outcome.reason))
-        board.move(dag.name, outcome.status, message=outcome.reason)
+        result = DagResult(name=dag.name, status=outcome.status, message=outcome.reason)
+        board.move(dag.name, outcome.status, message=outcome.reason, result=result)
         log.warning("dag %s: %s", dag.name, outcome.reason)
-        return DagResult(name=dag.name, status=outcome.status, message=outcome.reason)
+        return result
 
     def _cancel_on_stop(self, stop: Stop, finished: threading.Event, board: Board, scopes: dict[str, DagScope]) -> None:
         """Once ``stop`` is set, cancel the Spark jobs of every DAG not yet publishing."""

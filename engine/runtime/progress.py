@@ -11,8 +11,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from engine.state.status import Status
+
+if TYPE_CHECKING:
+    from engine.runtime.dag import DagResult
 
 QUEUED = "queued"
 PLANNING = "planning"
@@ -32,6 +36,8 @@ class DagProgress:
     started: float | None = None
     ended: float | None = None
     message: str = ""
+    result: DagResult | None = None
+    """What the DAG did, once it ended (for listeners that report it: lineage)."""
 
     @property
     def finished(self) -> bool:
@@ -54,7 +60,9 @@ class Board:
             for name in names:
                 self.dags.setdefault(name, DagProgress(name))
 
-    def move(self, name: str, phase: str, *, records: int | None = None, message: str = "") -> None:
+    def move(
+        self, name: str, phase: str, *, records: int | None = None, message: str = "", result: DagResult | None = None
+    ) -> None:
         with self._lock:
             old = self.dags.get(name, DagProgress(name))
             now = time.monotonic()
@@ -65,6 +73,7 @@ class Board:
                 started=old.started if old.started is not None or phase == QUEUED else now,
                 ended=now if phase in FINISHED else None,
                 message=message or old.message,
+                result=result,
             )
             self.dags[name] = new
             listeners = list(self.listeners)

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
 from engine.plugins.conf import Anchors, PluginConf, option_texts
+from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka
 
 ReplayEffect = Literal["DUPLICATES", "REPLACED", "SAFE", "SHOWN", "UNKNOWN"]
 """What a sink ends up with when its DAG reads a range again: the records twice, only the
@@ -222,6 +223,9 @@ class JdbcSinkConf(SinkConf):
             raise ValueError("`sequence_by` is only used with mode `upsert`")
         return self
 
+    def lineage(self) -> list[DatasetName]:
+        return [of_jdbc(self.url, self.table.replace('"', ""))]
+
     def on_replay(self) -> OnReplay:
         what = f"jdbc table {self.table}, mode {self.mode}"
         if self.mode == "upsert":
@@ -282,6 +286,9 @@ class KafkaSinkConf(SinkConf):
 
     def client_properties(self) -> dict[str, str]:
         return {"bootstrap.servers": self.bootstrap_servers, **option_texts(self.options)}
+
+    def lineage(self) -> list[DatasetName]:
+        return [of_kafka(self.bootstrap_servers, self.topic)]
 
     def on_replay(self) -> OnReplay:
         return OnReplay(

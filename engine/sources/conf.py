@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.plugins.conf import Anchors, PluginConf, option_texts
+from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
 from engine.sources.workunits import Budget
 
@@ -101,6 +102,10 @@ class SourceConf(PluginConf):
         """Each input path as configured, with the part an upstream DAG must write for it to count
         as made upstream (a glob's fixed prefix); a source reading no path gives none."""
         return {}
+
+    def lineage(self) -> list[DatasetName]:
+        """What it reads: each input path (a glob's fixed prefix, the directory it reads in)."""
+        return sorted({of_path(prefix) for prefix in self.inputs().values()})
 
 
 class FilesSourceConf(SourceConf):
@@ -321,6 +326,10 @@ class JdbcSourceConf(SourceConf):
         assert self.table is not None
         return self.table
 
+    def lineage(self) -> list[DatasetName]:
+        """Its table; nothing for a query (the tables it joins are the database's to say)."""
+        return [of_jdbc(self.url, self.table)] if self.table else []
+
 
 class KafkaSourceConf(SourceConf):
     """Kafka topics read in batches: each topic is a dataset, its watermark the next offset of each
@@ -414,6 +423,10 @@ class KafkaSourceConf(SourceConf):
         if self.confluent_wire and self.format != "avro":
             raise ValueError("`confluent_wire` is for format = avro")
         return self
+
+    def lineage(self) -> list[DatasetName]:
+        """Its topics; nothing for a ``pattern`` (the topics it matched are the run's datasets)."""
+        return [of_kafka(self.bootstrap_servers, t) for t in self.topics or ()]
 
     def resolved(self, anchors: Anchors) -> KafkaSourceConf:
         schema = self.schema_

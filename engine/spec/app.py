@@ -69,6 +69,35 @@ class MetricsConf(_Strict):
         return bool(self.pushgateway or self.textfile)
 
 
+class LineageConf(_Strict):
+    """Where a run's OpenLineage events go (:mod:`engine.cli.lineage`): an HTTP endpoint (Marquez,
+    DataHub, OpenMetadata, Atlan...) and/or a file of JSON lines.
+
+    .. code-block:: yaml
+
+        lineage:
+          url: http://marquez.internal:5000
+          file: /var/log/engine/lineage.jsonl
+    """
+
+    url: Text | None = None
+    """The receiver's base URL; events are POSTed to ``<url>/<endpoint>``."""
+    endpoint: Text = "api/v1/lineage"
+    """The path under ``url`` (Marquez's by default)."""
+    api_key: Text | None = None
+    """Sent as ``Authorization: Bearer <api_key>`` (an ``ENC(...)`` value is decrypted)."""
+    file: Text | None = None
+    """A file each event is appended to, one JSON object per line."""
+    namespace: Text = "engine"
+    """The namespace of the jobs the events name (``<job>.<dag>``, a flow's job)."""
+    timeout: float = Field(default=5.0, gt=0)
+    """Seconds a POST may take; an event that cannot be sent is logged, and the run goes on."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url or self.file)
+
+
 class StatusConf(_Strict):
     """``mode=status``: the last runs and every dataset's watermark."""
 
@@ -267,6 +296,8 @@ class AppConf(_Strict):
     the summary, and no end-of-run table, so that stdout is JSON lines only."""
     metrics: MetricsConf = MetricsConf()
     """Where the run's metrics are pushed (Prometheus' Pushgateway, a node-exporter textfile)."""
+    lineage: LineageConf = LineageConf()
+    """Where the run's OpenLineage events go (an HTTP receiver, a file)."""
     status: StatusConf = StatusConf()
     """``mode=status``."""
     checkpoint: CheckpointConf = CheckpointConf()
