@@ -175,11 +175,12 @@ class FlowExecution:
                 return self._execute(metadata)
             self.run = replace(self.run, lineage_parent=self.lineage.as_parent)  # its hops' DAGs' parent
             self.lineage.start()
-            summary: dict[str, Any] = {"status": Status.FAILED, "message": "the flow raised"}
             try:
                 summary = self._execute(metadata)
-            finally:
-                self.lineage.end(summary["status"], summary.get("message") or "")
+            except BaseException as exc:
+                self.lineage.end(Status.FAILED, str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+                raise
+            self.lineage.end(summary["status"], summary.get("message") or "")
             return summary
 
     def _execute(self, metadata: DeltaMetadataStore) -> dict[str, Any]:

@@ -29,13 +29,15 @@ import logging
 import os
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
-from openlineage.client import OpenLineageClient
+from openlineage.client import __version__ as CLIENT_VERSION
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     data_quality_assertions_dataset,
@@ -57,6 +59,7 @@ from engine.runtime.progress import PLANNING, RUNNING, DagProgress
 from engine.state.status import Status
 
 if TYPE_CHECKING:
+    from engine.forks.quality import Verdict
     from engine.runtime.dag import DagResult
     from engine.spec import JobSpec
     from engine.spec.app import LineageConf
@@ -139,27 +142,39 @@ class Sender:
             worker.put(event)
 
     def close(self) -> None:
-        """Wait up to ``lineage.timeout`` for what is queued; what is left is logged as lost."""
+        """Wait up to ``lineage.timeout`` in all for what is queued; what is left is logged as lost."""
+        deadline = time.monotonic() + self.conf.timeout
         for worker in self._workers:
-            worker.close(self.conf.timeout)
+            worker.close(deadline)
 
 
 def _transports(conf: LineageConf) -> list[tuple[str, Transport]]:
     out: list[tuple[str, Transport]] = []
     if conf.url:
         auth = {"type": "api_key", "apiKey": conf.api_key} if conf.api_key else {}
-        retry = {"total": 2, "connect": 2, "read": 2, "backoff_factor": 0.3, "status_forcelist": [500, 502, 503, 504]}
-        params = {"url": conf.url, "endpoint": conf.endpoint, "timeout": conf.timeout, "auth": auth, "retry": retry}
-        out.append((conf.url, HttpTransport(HttpConfig.from_dict(params))))
+        retry = {"total": 1, "backoff_factor": 0.3, "status_forcelist": [500, 502, 503, 504]}
+        base = conf.url if conf.url.endswith("/") else conf.url + "/"  # urljoin keeps the URL's own path
+        params = {"url": base, "endpoint": conf.endpoint, "timeout": conf.timeout, "auth": auth, "retry": retry}
+        out.append((_shown(conf.url), HttpTransport(HttpConfig.from_dict(params))))
     if conf.file:
         out.append((conf.file, FileTransport(FileConfig(log_file_path=conf.file, append=True))))
     return out
 
 
+def _shown(url: str) -> str:
+    """``url`` as logs show it: without a user part."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 class _Worker:
+    """One destination's thread. It calls the transport itself, not an ``OpenLineageClient``: the
+    client would also follow ``OPENLINEAGE_*`` variables and an ``openlineage.yml`` in the working
+    directory, which may send elsewhere or add facets the run never meant to send."""
+
     def __init__(self, where: str, transport: Transport) -> None:
         self.where = where
-        self.client = OpenLineageClient(transport=transport)
+        self.transport = transport
         self.queue: queue.Queue[RunEvent | None] = queue.Queue()
         self.failed = 0
         self.thread = threading.Thread(target=self._loop, name="lineage", daemon=True)
@@ -171,18 +186,18 @@ class _Worker:
     def _loop(self) -> None:
         while (event := self.queue.get()) is not None:
             try:
-                self.client.emit(event)
+                self.transport.emit(event)
             except Exception as exc:  # the run goes on; its lineage is a report, not its outcome
                 self.failed += 1
                 level = logging.WARNING if self.failed == 1 else logging.DEBUG
                 what = f"{event.eventType} of {event.job.name}"
                 log.log(level, "lineage: sending %s to %s failed: %s", what, self.where, exc)
 
-    def close(self, timeout: float) -> None:
+    def close(self, deadline: float) -> None:
         self.queue.put(None)
-        self.thread.join(timeout)
+        self.thread.join(max(0.0, deadline - time.monotonic()))
         if self.thread.is_alive():
-            log.warning("lineage: %d event(s) to %s not sent within %ss", self.queue.qsize(), self.where, timeout)
+            log.warning("lineage: %d event(s) to %s not sent in time (lineage.timeout)", self.queue.qsize(), self.where)
         elif self.failed > 1:
             log.warning("lineage: %d event(s) to %s could not be sent", self.failed, self.where)
 
@@ -205,21 +220,28 @@ class DagLineage:
         return self.sender.conf.namespace
 
     def on_progress(self, p: DagProgress) -> None:
-        with self._lock:
-            if p.phase in (PLANNING, RUNNING) and p.name not in self._started | self._ended:
-                self._started.add(p.name)
-                self.sender.send(self._event(p.name, RunState.START))
-            elif p.finished and p.name not in self._ended:
-                self._ended.add(p.name)
-                self.sender.send(self._event(p.name, event_type(p.phase), p.result, p.message))
+        """The board's listener: never raises into the run (an event it cannot build is logged)."""
+        try:
+            with self._lock:
+                if p.phase in (PLANNING, RUNNING) and p.name not in self._started | self._ended:
+                    self._started.add(p.name)
+                    self.sender.send(self._event(p.name, RunState.START))
+                elif p.finished and p.name not in self._ended:
+                    self._ended.add(p.name)
+                    self.sender.send(self._event(p.name, event_type(p.phase), p.result, p.message))
+        except Exception as exc:
+            log.warning("lineage: no event for dag %s (%s): %s", p.name, p.phase, exc)
 
     def close(self, why: str = "") -> None:
-        """An ``ABORT`` for each DAG that started and never ended (the run raised), then wait for
+        """A ``FAIL`` for each DAG that started and never ended (the run raised), then wait for
         what is queued."""
-        with self._lock:
-            for name in sorted(self._started - self._ended):
-                self._ended.add(name)
-                self.sender.send(self._event(name, RunState.ABORT, None, why or "the run ended before the DAG did"))
+        try:
+            with self._lock:
+                for name in sorted(self._started - self._ended):
+                    self._ended.add(name)
+                    self.sender.send(self._event(name, RunState.FAIL, None, why or "the run ended before the DAG did"))
+        except Exception as exc:
+            log.warning("lineage: no end event: %s", exc)
         self.sender.close()
 
     def _event(self, name: str, state: RunState, result: DagResult | None = None, message: str = "") -> RunEvent:
@@ -227,7 +249,7 @@ class DagLineage:
         job = f"{self.spec.name}.{name}"
         facets: dict[str, Any] = {
             "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
-                version=__version__, name="engine", openlineageAdapterVersion=__version__, producer=PRODUCER
+                version=__version__, name="engine", openlineageAdapterVersion=CLIENT_VERSION, producer=PRODUCER
             )
         }
         if self.parent is not None:
@@ -244,7 +266,7 @@ class DagLineage:
             eventTime=_now(),
             run=Run(runId=run_uuid(job, self.run_id), facets=facets),
             job=_job(self.namespace, job, "DAG"),
-            inputs=_inputs(dag, result),
+            inputs=_inputs(dag, result if state == RunState.COMPLETE else None, result),
             outputs=_outputs(dag, result),
             producer=PRODUCER,
         )
@@ -302,27 +324,43 @@ def _job(namespace: str, name: str, kind: str) -> Job:
     return Job(namespace=namespace, name=name, facets=facets)
 
 
-def _inputs(dag: AnyDagSpec, result: DagResult | None) -> list[InputDataset]:
+def _inputs(dag: AnyDagSpec, completed: DagResult | None, result: DagResult | None) -> list[InputDataset]:
+    """What the DAG reads; with the result of a ``completed`` run, what it read (records, or files
+    for a copy, and bytes) when it reads one dataset; and how each quality test came out."""
     names = _read(dag)
-    stats: dict[str, Any] = {}
-    if result is not None and len(names) == 1 and result.status != Status.SKIPPED:
-        read = result.as_dict()
-        stats["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-            rowCount=result.processed, size=read.get("bytes_read"), producer=PRODUCER
+    facets: dict[str, Any] = {}
+    if completed is not None and len(names) == 1:
+        copied = dag.kind == "copy"
+        facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=None if copied else completed.processed,
+            fileCount=completed.processed if copied else None,
+            size=completed.as_dict().get("bytes_read"),
+            producer=PRODUCER,
         )
-    facets = _schema(result, "")
     verdicts = getattr(result, "verdicts", None)
     if verdicts:
         facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
-            assertions=[
-                data_quality_assertions_dataset.Assertion(
-                    assertion=v.test, success=v.passed, name=v.kind, description=v.why or None
-                )
-                for v in verdicts
-            ],
-            producer=PRODUCER,
+            assertions=[_assertion(v) for v in verdicts], producer=PRODUCER
         )
-    return [InputDataset(namespace=n.namespace, name=n.name, facets=facets, inputFacets=stats) for n in names]
+    return [
+        InputDataset(namespace=n.namespace, name=n.name, facets=_schema(completed, ""), inputFacets=facets)
+        for n in names
+    ]
+
+
+def _assertion(v: Verdict) -> data_quality_assertions_dataset.Assertion:
+    """A quality test as OpenLineage asserts it: a gate is ``custom_sql`` (its SQL the content), a
+    rule that can refuse a batch ``rule``, the error budget ``error_budget``; each refuses a batch."""
+    gate = v.kind == "gate"
+    return data_quality_assertions_dataset.Assertion(
+        assertion={"gate": "custom_sql", "budget": "error_budget"}.get(v.kind, v.kind),
+        success=v.passed,
+        name=v.test,
+        severity="error",
+        description=v.why or None,
+        content=v.test if gate else None,
+        contentType="sql" if gate else None,
+    )
 
 
 def _read(dag: AnyDagSpec) -> list[DatasetName]:

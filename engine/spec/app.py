@@ -9,6 +9,7 @@ that carry free text (watermarks, reasons, URNs) take any scalar and keep it as 
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -96,6 +97,13 @@ class LineageConf(_Strict):
     @property
     def enabled(self) -> bool:
         return bool(self.url or self.file)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+            raise ValueError(f"`{url}` is not an http:// or https:// URL with a host")
+        return url
 
 
 class StatusConf(_Strict):

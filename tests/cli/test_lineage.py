@@ -73,19 +73,31 @@ REGISTRY = _registry()
 
 
 def validate(event: dict[str, Any]) -> None:
-    """``event`` against the spec's RunEvent, and each facet against the schema it names."""
+    """``event`` against the spec's RunEvent, and each facet against the schema it names, which
+    must be a facet of the kind its place holds (a run's, a job's, a dataset's, an input's...)."""
     url = event["schemaURL"]
     Draft202012Validator({"$ref": url}, registry=REGISTRY, format_checker=FormatChecker()).validate(event)
-    for facet in _facets(event):
-        Draft202012Validator({"$ref": facet["_schemaURL"]}, registry=REGISTRY).validate(facet)
+    for kind, facet in _facets(event):
+        Draft202012Validator({"$ref": facet["_schemaURL"]}, registry=REGISTRY, format_checker=FormatChecker()).validate(
+            facet
+        )
+        assert kind in _kinds(facet["_schemaURL"]), f"{facet['_schemaURL']} is not a {kind}"
 
 
-def _facets(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield from event["run"].get("facets", {}).values()
-    yield from event["job"].get("facets", {}).values()
+def _kinds(url: str) -> set[str]:
+    """The facet kinds (``RunFacet``, ``InputDatasetFacet``...) the facet schema ``url`` extends."""
+    schema = REGISTRY.contents(url.partition("#")[0])
+    name = url.rpartition("/")[2]
+    return {ref["$ref"].rpartition("/")[2] for ref in schema["$defs"][name].get("allOf", []) if "$ref" in ref}
+
+
+def _facets(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield from (("RunFacet", f) for f in event["run"].get("facets", {}).values())
+    yield from (("JobFacet", f) for f in event["job"].get("facets", {}).values())
+    places = {"facets": "DatasetFacet", "inputFacets": "InputDatasetFacet", "outputFacets": "OutputDatasetFacet"}
     for d in [*event.get("inputs", []), *event.get("outputs", [])]:
-        for key in ("facets", "inputFacets", "outputFacets"):
-            yield from d.get(key, {}).values()
+        for key, kind in places.items():
+            yield from ((kind, f) for f in d.get(key, {}).values())
 
 
 def read_file(path: Path) -> list[dict[str, Any]]:
@@ -121,11 +133,48 @@ def test_datasets_are_named_as_openlineage_names_them() -> None:
     assert of_path("file:///data/in") == DatasetName("file", "/data/in")
     assert of_path("s3a://lake/orders/") == DatasetName("s3://lake", "orders")
     assert of_path("hdfs://nn:8020/data") == DatasetName("hdfs://nn:8020", "/data")
-    assert of_jdbc("jdbc:postgresql://db:5432/shop", "orders") == DatasetName("postgres://db:5432", "shop.public.orders")
+    assert of_jdbc("jdbc:postgresql://db:5432/shop", "orders") == DatasetName(
+        "postgres://db:5432", "shop.public.orders"
+    )
     assert of_jdbc("jdbc:postgresql://db/shop?ssl=true", "s.t") == DatasetName("postgres://db:5432", "shop.s.t")
     assert of_jdbc("jdbc:mysql://h/db", "t") == DatasetName("mysql://h:3306", "db.t")
-    assert of_jdbc("jdbc:sqlserver://h:1433;databaseName=x", "t") == DatasetName("sqlserver://h:1433", "t")
+    assert of_jdbc("jdbc:sqlserver://h:1433;databaseName=x", "t") == DatasetName("sqlserver://h:1433", "x.dbo.t")
+    assert of_jdbc("jdbc:oracle:thin:@//h:1521/svc", "s.t") == DatasetName("oracle://h:1521", "svc.s.t")
     assert of_kafka("b1:9092,b2:9092", "orders") == DatasetName("kafka://b1:9092", "orders")
+
+
+def test_a_name_never_holds_credentials_and_odd_urls_still_name_something() -> None:
+    assert of_path("sftp://alice:s3cret@host/out/") == DatasetName("sftp://host", "/out")
+    assert of_jdbc("jdbc:postgresql://u:pw@db/shop?password=pw", '"s"."t"') == DatasetName(
+        "postgres://db:5432", "shop.s.t"
+    )
+    assert of_jdbc("jdbc:sqlserver://h;databaseName=x;password=pw", "t") == DatasetName("sqlserver://h:1433", "x.dbo.t")
+    assert of_jdbc("jdbc:postgresql://h1:5432,h2:5432/db", "t") == DatasetName("postgres://h1:5432", "db.public.t")
+    assert of_jdbc("jdbc:postgresql://[::1]:5433/db", "t") == DatasetName("postgres://[::1]:5433", "db.public.t")
+
+
+def test_the_listener_never_raises_into_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from engine.cli.lineage import DagLineage, Sender
+    from engine.runtime.progress import DagProgress
+    from engine.spec import compile_job
+    from engine.spec.app import LineageConf
+
+    spec = compile_job(
+        {
+            "sources": {"in": {"type": "files", "format": "json", "path": str(tmp_path)}},
+            "sinks": {"out": {"type": "console"}},
+        },
+        name="j",
+        file=None,
+        warehouse=str(tmp_path / "wh"),
+    )
+    file = tmp_path / "events.jsonl"
+    lineage = DagLineage(Sender(LineageConf(file=str(file))), spec, "r1")
+    lineage.on_progress(DagProgress("no_such_dag", "running"))  # nothing to name: logged, not raised
+    lineage.on_progress(DagProgress("j", "running"))
+    lineage.close()
+    assert "lineage: no event for dag no_such_dag" in caplog.text
+    assert [e["eventType"] for e in read_file(file)] == ["START", "FAIL"], "a DAG open at close fails"
 
 
 def test_statuses_end_runs_as_openlineage_says() -> None:
@@ -159,7 +208,12 @@ def test_a_run_sends_start_then_complete_with_what_it_read_wrote_and_judged(
     file.parent.mkdir()
     wh = tmp_path / "wh"
     code, summary = run_here(
-        jobs(tmp_path), wh, f"lineage.url={receiver.url}", f"lineage.file={file}", "lineage.namespace=test", job="traced"
+        jobs(tmp_path),
+        wh,
+        f"lineage.url={receiver.url}",
+        f"lineage.file={file}",
+        "lineage.namespace=test",
+        job="traced",
     )
     assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
     assert {path for path, _ in receiver.received} == {"/api/v1/lineage"}
@@ -177,8 +231,9 @@ def test_a_run_sends_start_then_complete_with_what_it_read_wrote_and_judged(
     assert (source["namespace"], source["name"]) == ("file", str(tmp_path / "land" / "events.json"))
     assert source["inputFacets"]["inputStatistics"]["rowCount"] == summary["records_read"] == 6
     assert [f["name"] for f in source["facets"]["schema"]["fields"]] == ["id", "amount"]
-    assertions = {a["assertion"]: a["success"] for a in source["facets"]["dataQualityAssertions"]["assertions"]}
-    assert assertions == {"count(*) > 0": True}
+    (assertion,) = source["inputFacets"]["dataQualityAssertions"]["assertions"]
+    assert (assertion["assertion"], assertion["name"], assertion["success"]) == ("custom_sql", "count(*) > 0", True)
+    assert (assertion["content"], assertion["contentType"]) == ("count(*) > 0", "sql")
 
     outputs = {o["name"]: o for o in end["outputs"]}
     lake = DeltaTable(str(wh / "out")).to_pyarrow_table()
@@ -193,7 +248,9 @@ def test_a_run_sends_start_then_complete_with_what_it_read_wrote_and_judged(
 
 def test_a_batch_a_gate_refuses_fails_with_the_gate_and_why(spark: Any, tmp_path: Path) -> None:
     file = tmp_path / "events.jsonl"
-    code, summary = run_here(jobs(tmp_path, gate="count(*) > 100"), tmp_path / "wh", f"lineage.file={file}", job="traced")
+    code, summary = run_here(
+        jobs(tmp_path, gate="count(*) > 100"), tmp_path / "wh", f"lineage.file={file}", job="traced"
+    )
     assert (code, summary["status"]) == (1, "FAILED")
     events = read_file(file)
     for event in events:
@@ -201,10 +258,18 @@ def test_a_batch_a_gate_refuses_fails_with_the_gate_and_why(spark: Any, tmp_path
     assert [e["eventType"] for e in events] == ["START", "FAIL"]
     end = events[-1]
     assert "count(*) > 100" in end["run"]["facets"]["errorMessage"]["message"]
-    (assertion,) = end["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
-    assert (assertion["assertion"], assertion["success"]) == ("count(*) > 100", False)
+    (assertion,) = end["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
+    assert (assertion["name"], assertion["success"]) == ("count(*) > 100", False)
     assert "count(*) = 5" in assertion["description"]
+    assert "inputStatistics" not in end["inputs"][0]["inputFacets"], "statistics of a completed run only"
     assert "outputStatistics" not in json.dumps(end["outputs"]), "nothing was written"
+
+
+def test_a_lineage_url_that_is_not_http_is_a_config_error(spark: Any, tmp_path: Path) -> None:
+    code, summary = run_here(jobs(tmp_path), tmp_path / "wh", "lineage.url=marquez.internal:5000", job="traced")
+    assert (code, summary["status"]) == (2, "CONFIG_ERROR")
+    assert "lineage.url" in summary["message"] and "http://" in summary["message"]
+    assert not (tmp_path / "wh" / "out").exists()
 
 
 def test_a_receiver_nobody_answers_on_leaves_the_run_alone(
@@ -237,8 +302,10 @@ def test_a_flow_is_the_parent_run_of_its_hops_dags(spark: Any, receiver: Receive
     assert {e["run"]["runId"] for e in flow} == {flow_run}
 
     dags = [e for e in events if e["job"]["name"] != flow_job]
-    assert dags and {e["eventType"] for e in dags} == {"START", "COMPLETE"}
-    assert len(dags) == 2 * len({e["run"]["runId"] for e in dags}), "each hop DAG: one START, one end"
+    by_run: dict[str, list[str]] = {}
+    for e in sorted(dags, key=lambda e: e["eventTime"]):
+        by_run.setdefault(e["run"]["runId"], []).append(e["eventType"])
+    assert by_run and all(types == ["START", "COMPLETE"] for types in by_run.values()), by_run
     for event in dags:
         parent = event["run"]["facets"]["parent"]
         assert (parent["run"]["runId"], parent["job"]["name"]) == (flow_run, flow_job)
