@@ -92,6 +92,12 @@ def test_a_valid_job_compiles_with_resolved_paths(tmp_path: Path) -> None:
             "two converter steps are named `x`",
             id="duplicate-step-names",
         ),
+        pytest.param(
+            job(converters=[{"type": "check", "expr": "a > 0"}, {"type": "expect", "expr": "b > 0", "name": "read"}]),
+            "job.converters[1]",
+            "may not be named `read`",
+            id="step-named-read",
+        ),
         pytest.param(job(parallelism=0), "job.parallelism", "greater than or equal to 1", id="parallelism-0"),
         pytest.param(
             {"dags": {"a": job()}, "sources": job()["sources"]},
