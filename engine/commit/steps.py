@@ -257,14 +257,10 @@ class DeltaWrite(CommitStep):
         session.conf.set("spark.databricks.delta.commitInfo.userMetadata", self.user_metadata)
         source = session.read.parquet(self.staging)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)
-        (
-            DeltaTable.forPath(session, self.table)
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        merge = DeltaTable.forPath(session, self.table).alias("t").merge(source.alias("s"), on)
+        if str(self.options.get("mergeSchema", "")).lower() == "true":  # the sink's schema contract adds columns
+            merge = merge.withSchemaEvolution()
+        merge.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
 
     def describe(self) -> str:
         return f"{self.mode} batch {self.batch} into Delta table {self.table} (sink `{self.sink}`)"

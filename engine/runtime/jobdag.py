@@ -43,6 +43,7 @@ from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
+from engine.sinks.contract import SchemaContractError
 from engine.sinks.error_table import ErrorTable
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import SourceLimitsConf
@@ -387,6 +388,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 if read.cached is not None:
                     read.cached.unpersist()
                 _discard(sink, batch, fs)
+                if isinstance(exc, SchemaContractError):  # decided before any read: reading again cannot help
+                    raise
                 why = first_line(exc)
                 log.warning("dag %s: reading into sink %s failed (%s); reading again", self.name, sink.name, why)
                 return None

@@ -110,10 +110,17 @@ class DeltaSinkConf(TableSinkConf):
           path = orders
           mode = append
           partition_by = [order_date]
+          schema = evolve
         }
     """
 
     type: Literal["delta"]
+    schema_: Literal["evolve", "freeze", "rescue"] = Field(default="evolve", alias="schema")
+    """When the batch's columns differ from the table's (:mod:`engine.sinks.contract`):
+    ``evolve`` adds new columns, ``freeze`` refuses any change, ``rescue`` keeps the table's
+    columns and puts new columns' values and values that do not fit their type in ``_rescued``
+    (JSON). Every mode casts a narrower type up (``int`` into ``bigint``) and refuses, naming the
+    column, a type that does not fit (except ``rescue``)."""
 
 
 class FilesSinkConf(TableSinkConf):

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.delta_files import write_files
+from engine.commit.delta_files import table_schema, write_files
 from engine.commit.steps import DeltaWrite
 from engine.sinks.conf import DeltaSinkConf
+from engine.sinks.contract import Contract
 from engine.sinks.table import TableSink
 
 if TYPE_CHECKING:
@@ -32,6 +33,13 @@ class DeltaSink(TableSink):
 
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         c = self.conf
+        options = self._options
+        if not (
+            c.mode == "overwrite" and options.get("overwriteSchema", "").lower() == "true"
+        ):  # it replaces the schema
+            contract = Contract(c.schema_, self.name, c.path, merge=c.mode == "merge")
+            df, adds_columns = contract.apply(df, table_schema(df.sparkSession, c.path, fs))
+            options = {**options, "mergeSchema": "true"} if adds_columns else options
         return stage_delta(
             df,
             batch,
@@ -42,7 +50,7 @@ class DeltaSink(TableSink):
             mode=c.mode,
             partition_by=list(c.partition_by),
             keys=list(c.keys),
-            options=self._options,
+            options=options,
         )
 
 
