@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +95,44 @@ def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
             os.environ["ENGINE_JOBS_DIR"] = saved
     lines = out.getvalue().strip().splitlines()
     return code, json.loads(lines[-1]) if lines else {}, err.getvalue() + out.getvalue()
+
+
+class Receiver(ThreadingHTTPServer):
+    """An HTTP server on loopback that answers every PUT and POST with ``status`` and keeps each
+    request as ``(method, path, body)``: the far end of a push (Pushgateway, OpenLineage)."""
+
+    def __init__(self, status: int = 200) -> None:
+        super().__init__(("127.0.0.1", 0), _Recording)
+        self.status = status
+        self.received: list[tuple[str, str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Recording(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        self.server.received.append((self.command, self.path, body))
+        self.send_response(self.server.status)
+        self.end_headers()
+
+    do_POST = do_PUT
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def receiving(status: int = 200) -> Iterator[Receiver]:
+    """A :class:`Receiver` serving until the block ends."""
+    server = Receiver(status)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,9 +7,7 @@ reads them. A receiver nobody answers on leaves the run alone."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from referencing import Registry, Resource
 from engine.cli.lineage import Parent, event_type, run_uuid
 from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
 from tests.commit.harness import run_here
+from tests.helpers import Receiver, receiving
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = Path(__file__).parent / "openlineage_spec"
@@ -29,36 +28,16 @@ SPEC = Path(__file__).parent / "openlineage_spec"
 # -- the receiver and the validator -------------------------------------------------------------
 
 
-class Receiver(ThreadingHTTPServer):
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.received: list[tuple[str, dict[str, Any]]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-        self.server.received.append((self.path, json.loads(body)))
-        self.send_response(201)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with receiving(status=201) as server:
+        yield server
+
+
+def posted(receiver: Receiver) -> list[dict[str, Any]]:
+    """The events ``receiver`` got, each POSTed to OpenLineage's endpoint."""
+    assert {(method, path) for method, path, _ in receiver.received} == {("POST", "/api/v1/lineage")}
+    return [json.loads(body) for _, _, body in receiver.received]
 
 
 def _registry() -> Registry:
@@ -216,12 +195,11 @@ def test_a_run_sends_start_then_complete_with_what_it_read_wrote_and_judged(
         job="traced",
     )
     assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
-    assert {path for path, _ in receiver.received} == {"/api/v1/lineage"}
-    posted = [e for _, e in receiver.received]
-    assert posted == read_file(file), "both transports carry the same events"
-    for event in posted:
+    events = posted(receiver)
+    assert events == read_file(file), "both transports carry the same events"
+    for event in events:
         validate(event)
-    start, end = posted
+    start, end = events
     assert (start["eventType"], end["eventType"]) == ("START", "COMPLETE")
     assert start["job"] == end["job"] and end["job"]["namespace"] == "test" and end["job"]["name"] == "traced.traced"
     assert start["run"]["runId"] == end["run"]["runId"] == run_uuid("traced.traced", summary["run_id"])
@@ -291,7 +269,7 @@ def test_a_flow_is_the_parent_run_of_its_hops_dags(spark: Any, receiver: Receive
     wh = tmp_path / "wh"
     code, summary = run_here(REPO / "jobs", wh, f"lineage.url={receiver.url}", job="flow=demo/orders_to_replica")
     assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
-    events = [e for _, e in receiver.received]
+    events = posted(receiver)
     for event in events:
         validate(event)
     flow_job = summary["job"]

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,40 +16,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.commit.harness import run_here
-
-
-class Receiver(ThreadingHTTPServer):
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.received: list[tuple[str, str, str]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def do_PUT(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-        self.server.received.append((self.command, self.path, body))
-        self.send_response(200)
-        self.end_headers()
-
-    do_POST = do_PUT
-
-    def log_message(self, *args: Any) -> None:
-        pass
+from tests.helpers import Receiver, receiving
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with receiving() as server:
+        yield server
 
 
 def jobs(tmp_path: Path) -> Path:
