@@ -258,9 +258,7 @@ class DagLineage:
             result is not None and result.status == Status.PARTIAL
         )
         if unsuccessful and message:
-            facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=self.mask(message), programmingLanguage="python", producer=PRODUCER
-            )
+            facets["errorMessage"] = _error(self.mask(message))
         return RunEvent(
             eventType=state,
             eventTime=_now(),
@@ -299,9 +297,7 @@ class FlowLineage:
         if self.parent is not None:
             facets["parent"] = self.parent.facet()
         if message:
-            facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=self.mask(message), programmingLanguage="python", producer=PRODUCER
-            )
+            facets["errorMessage"] = _error(self.mask(message))
         return RunEvent(
             eventType=state,
             eventTime=_now(),
@@ -334,7 +330,7 @@ def _inputs(dag: AnyDagSpec, completed: DagResult | None, result: DagResult | No
         facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
             rowCount=None if copied else completed.processed,
             fileCount=completed.processed if copied else None,
-            size=completed.as_dict().get("bytes_read"),
+            size=getattr(completed, "bytes_read", None),
             producer=PRODUCER,
         )
     verdicts = getattr(result, "verdicts", None)
@@ -403,3 +399,8 @@ def _schema(result: DagResult | None, key: str) -> dict[str, Any]:
         return {}
     fields = [schema_dataset.SchemaDatasetFacetFields(name=n, type=t) for n, t in columns]
     return {"schema": schema_dataset.SchemaDatasetFacet(fields=fields, producer=PRODUCER)}
+
+
+def _error(message: str) -> Any:
+    """The ``errorMessage`` run facet of a run that did not succeed (``message`` already masked)."""
+    return error_message_run.ErrorMessageRunFacet(message=message, programmingLanguage="python", producer=PRODUCER)

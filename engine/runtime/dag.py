@@ -116,6 +116,11 @@ class DagResult:
         """What the DAG's reads cost, in executor seconds (the next run's ordering uses it)."""
         return sum(o.unit.executor_seconds for o in self.datasets)
 
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of input its committed datasets read (as planned: a unit's size)."""
+        return sum(d.unit.size.bytes or 0 for d in self.datasets if d.status == Status.COMMITTED)
+
     def as_dict(self) -> dict[str, Any]:
         by_status: dict[str, int] = {}
         for d in self.datasets:
@@ -130,7 +135,7 @@ class DagResult:
             "sinks": self.sinks,
             "datasets": by_status,
             "failed_datasets": [d.unit.dataset for d in self.datasets if d.status == Status.FAILED],
-            "bytes_read": sum(d.unit.size.bytes or 0 for d in self.datasets if d.status == Status.COMMITTED),
+            "bytes_read": self.bytes_read,
             # what a committed dataset's status row notes (throttled, a skipped file, a gap in Kafka)
             "notes": {d.unit.dataset: d.message for d in self.datasets if d.status == Status.COMMITTED and d.message},
             "recovered_batches": self.recovered,

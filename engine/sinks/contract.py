@@ -259,10 +259,6 @@ def _text(value: Column, kind: DataType) -> Column:
     return value if _complex(kind) else value.cast("string")
 
 
-def _castable(kind: DataType) -> bool:
-    return not _complex(kind)
-
-
 def _complex(kind: DataType) -> bool:
     return isinstance(kind, StructType) or bool(re.match(r"(array|map)<", kind.simpleString()))
 
