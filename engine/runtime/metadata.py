@@ -152,9 +152,13 @@ class MetadataManager:
         stale = body.get("fingerprint") != fingerprint(dag) or any(
             _json(u.low) != _json(state[u.dataset].watermark if u.dataset in state else None) for u in units
         )
-        if stale:  # the source's config or a checkpoint changed since: nothing was published, plan anew
-            log.info("dag %s: the open plan of batch %d no longer fits; planning anew", dag.name, found.number)
-            self._stale.append(self.commit_log.abandoned(dag.name, dag.scope, found.number, "plan out of date"))
+        # A later batch of the DAG (another scope's: live, a backfill, a replay) took a number since:
+        # Delta would skip this one's commits, their txnVersion being below that batch's.
+        overtaken = found.number < dlog.next_batch() - 1
+        if stale or overtaken:  # or the source's config or a checkpoint changed: nothing was published, plan anew
+            why = "a later batch was planned since" if overtaken and not stale else "plan out of date"
+            log.info("dag %s: the open plan of batch %d no longer fits (%s): planned anew", dag.name, found.number, why)
+            self._stale.append(self.commit_log.abandoned(dag.name, dag.scope, found.number, why))
             return dlog.next_batch(), None
         log.info("dag %s: re-executing the stored plan of batch %d", dag.name, found.number)
         return found.number, units
