@@ -294,6 +294,17 @@ def _plan(run: Run) -> dict[str, Any]:
     }
 
 
+def _replay(run: Run) -> dict[str, Any]:
+    """Error-table rows through the job's current converters (:mod:`engine.cli.error_replay`)."""
+    from engine.cli.error_replay import dry_run, replay_spec
+
+    replaying = replace(run, spec=replay_spec(run))
+    if run.conf.replay.dry_run:
+        run.open_state()  # as every mode but validate: the lease refuses a warehouse it cannot lock
+        return dry_run(replaying, replaying.spec)
+    return {**_run(replaying), "mode": "replay"}
+
+
 HANDLERS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "run": _run,
     "validate": _validate,
@@ -301,6 +312,7 @@ HANDLERS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "checkpoint": _checkpoint,
     "commit": _commit,
     "plan": _plan,
+    "replay": _replay,
 }
 """The handler of each mode (:data:`engine.spec.app.MODES`)."""
 

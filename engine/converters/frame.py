@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from engine.columns import DATASET as DATASET
+from engine.columns import FILE as FILE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -22,9 +23,6 @@ SOURCE = "__engine_source"
 RAW = "__engine_raw"
 RECORD = "__engine_record"
 DROPPED = "__engine_dropped"
-FILE = "__engine_file"
-"""The file each record was read from (``""`` for sources that read no files): taken at the read,
-where Spark still knows it, so that a rejected record's id in the error table can name its place."""
 WARNINGS = "__engine_warnings"
 """The rules (step names) a record failed without being rejected (``action = warn`` or ``fail``):
 added by the first such rule, so a chain without one carries nothing for it."""
@@ -41,8 +39,9 @@ def to_frame(df: DataFrame, *, corrupt_column: str, reason_column: str | None = 
     source gives one."""
     has_corrupt = corrupt_column in df.columns
     has_reason = reason_column is not None and reason_column in df.columns
-    data = [c for c in df.columns if c not in (corrupt_column, reason_column, DATASET)]
+    data = [c for c in df.columns if c not in (corrupt_column, reason_column, DATASET, FILE)]
     dataset = [F.col(DATASET)] if DATASET in df.columns else []
+    place = F.col(FILE) if FILE in df.columns else F.input_file_name()
     raw = F.col(f"`{corrupt_column}`") if has_corrupt else F.lit(None).cast("string")
     generic = F.lit("malformed record or a value not matching the schema")
     why = F.coalesce(F.col(f"`{reason_column}`"), generic) if has_reason else generic
@@ -53,7 +52,7 @@ def to_frame(df: DataFrame, *, corrupt_column: str, reason_column: str | None = 
         F.struct(*[F.col(f"`{c}`") for c in data]).alias(SOURCE),
         raw.alias(RAW),
         F.lit(False).alias(DROPPED),
-        F.input_file_name().alias(FILE),
+        place.alias(FILE),
         *dataset,
     )
 

@@ -32,7 +32,7 @@ from engine.commit.batch import BatchRef, Staged
 from engine.commit.killpoints import kill_point
 from engine.commit.steps import user_metadata
 from engine.converters.base import Converter, first_line
-from engine.converters.frame import DATASET, finalize, packed, to_frame, unpacked
+from engine.converters.frame import DATASET, FILE, finalize, packed, to_frame, unpacked
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.forks.quality import Quality, Verdict
 from engine.runtime import faults
@@ -44,9 +44,10 @@ from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.contract import SchemaContractError
-from engine.sinks.error_table import ErrorTable
+from engine.sinks.error_table import RECORD_ID, ErrorTable, ReplayedTable
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import SourceLimitsConf
+from engine.sources.error_rows import ErrorRowsSource
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
 from engine.state.status import Status, dag_outcome
@@ -555,13 +556,11 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         frame = union_groups([(g.group, g.frame) for g in ok if g.frame is not None])
         if refused:
             frame = frame.where(~F.col(DATASET).isin(list(refused)))
+        published = _published(ok, refused)
         by_branch: dict[str, int] = {}
-        for g in ok:
-            for dataset, counts in g.counts.items():
-                if dataset in (refused or {}):
-                    continue
-                for branch, n in counts.by_branch.items():
-                    by_branch[branch] = by_branch.get(branch, 0) + n
+        for counts in published:
+            for branch, n in counts.by_branch.items():
+                by_branch[branch] = by_branch.get(branch, 0) + n
         written = {}
         staged = []
         for sink in self.sinks:
@@ -581,7 +580,21 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         if self.spec.error_table and by_branch.get("error", 0):
             errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
             staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
+        if self.spec.replay_marks and by_branch.get("error", 0) < sum(c.read for c in published):
+            staged.append(self._replayed(spark, run, ok, frame, batch, fs))
         return staged, written
+
+    def _replayed(
+        self, spark: SparkSession, run: _Run, ok: list[_Group], frame: DataFrame, batch: BatchRef, fs: HadoopFs
+    ) -> Staged:
+        """A replay's marks: the record ids its groups read, less those the chain rejected again
+        (whose ids the fork keeps in :data:`FILE`), staged in the replay's commit sequence."""
+        assert self.spec.replay_marks is not None and isinstance(self.source, ErrorRowsSource)
+        read = self.source.record_ids(spark, [u for g in ok for u in g.group.units])
+        again = frame.where(run.plan.predicates["error"]).select(F.col(FILE).alias(RECORD_ID))
+        ids = read.join(again, on=RECORD_ID, how="left_anti")
+        log.info("dag %s: staging the replayed records' marks", self.name)
+        return ReplayedTable(self.spec.replay_marks).stage(ids, batch, fs, run_id=self.run_id)
 
     def cancelled(self, units: list[WorkUnit], started: float, reason: str) -> RecordsResult:
         """The result of a run stopped before publishing: nothing staged, every dataset cancelled."""
@@ -696,6 +709,11 @@ def _discard(sink: Sink, batch: BatchRef, fs: HadoopFs) -> None:
 def columns_of(schema: StructType) -> list[tuple[str, str]]:
     """A schema's top-level columns and their Spark SQL types."""
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def _published(ok: list[_Group], refused: dict[str, str] | None) -> list[BranchCounts]:
+    """The counts of the datasets of the ``ok`` groups that are not ``refused``."""
+    return [c for g in ok for d, c in g.counts.items() if d not in (refused or {})]
 
 
 def _flagged(read: Sequence[_Group]) -> dict[str, int]:

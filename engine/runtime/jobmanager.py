@@ -36,7 +36,7 @@ from engine.runtime.publisher import Publisher
 from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.session import child_session
 from engine.runtime.stop import Stop
-from engine.sinks.error_table import ErrorTable
+from engine.sinks.error_table import ErrorTable, ReplayedTable
 from engine.spec import JobSpec
 from engine.spec.places import made_upstream
 from engine.state import RunRecord, RunStore
@@ -193,8 +193,9 @@ class JobManager:
         board = board or Board()
         board.add([p.dag.name for p in job.dags])
         for path in sorted({p.dag.spec.error_table for p in job.dags if p.dag.spec.error_table}):
-            options = store_options(path, connection=(self.connections(path) if self.connections else None) or None)
-            ErrorTable(path).ensure(self.spark, backend=self.backend, options=options)  # before any concurrency
+            ErrorTable(path).ensure(self.spark, backend=self.backend, options=self._options(path))  # before concurrency
+        for path in sorted({m for p in job.dags if (m := getattr(p.dag.spec, "replay_marks", None))}):
+            ReplayedTable(path).ensure(self.spark, backend=self.backend, options=self._options(path))
         by_name = {p.dag.name: p for p in job.dags}
         scopes = {n: scope_for(job.run_id, n, p.dag.spec.pool_name) for n, p in by_name.items()}
         finished = threading.Event()
@@ -229,6 +230,10 @@ class JobManager:
             flow=flow,
             stopped=stop,
         )
+
+    def _options(self, path: str) -> dict[str, str]:
+        """What delta-rs needs to reach the table at ``path`` (the run's connection serving it)."""
+        return store_options(path, connection=(self.connections(path) if self.connections else None) or None)
 
     def run(self, spec: JobSpec, run_id: str, store: RunStore, *, stop: Stop | None = None) -> JobResult:
         return self.execute(self.plan(spec, run_id), store, stop=stop)

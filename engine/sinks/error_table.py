@@ -96,3 +96,31 @@ class ErrorTable:
 
     def append(self, rows: DataFrame) -> None:
         rows.write.format("delta").mode("append").save(self.path)
+
+
+REPLAYED_DDL = f"job STRING, dag STRING, {RECORD_ID} STRING, run_id STRING, replayed_at TIMESTAMP"
+REPLAYED_SCHEMA_VERSION = 1
+
+
+class ReplayedTable:
+    """The record ids of error rows a replay published (``_engine/replayed``), staged in the same
+    commit sequence as the replay's sinks (its own ``txnAppId``): a record is published once, and
+    the next replay reads its row no more (:mod:`engine.sources.error_rows`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def ensure(self, spark: SparkSession, *, backend: str = AUTO, options: Mapping[str, str] | None = None) -> None:
+        ddl, version = REPLAYED_DDL, REPLAYED_SCHEMA_VERSION
+        meta_table(spark, self.path, ddl, version=version, what="replayed", backend=backend, options=options).ensure()
+
+    def stage(self, ids: DataFrame, batch: BatchRef, fs: HadoopFs, *, run_id: str) -> Staged:
+        """Stage ``ids`` (one column, :data:`RECORD_ID`) as replayed by ``batch`` of run ``run_id``."""
+        rows = ids.select(
+            F.lit(batch.job).alias("job"),
+            F.lit(batch.dag).alias("dag"),
+            F.col(RECORD_ID),
+            F.lit(run_id).alias("run_id"),
+            F.current_timestamp().alias("replayed_at"),
+        )
+        return stage_delta(rows, batch, fs, sink="replayed", table=self.path, app_id=f"{batch.app_id}:_replayed")

@@ -453,3 +453,40 @@ class KafkaSourceConf(SourceConf):
 
 def _is_avro(schema: str) -> bool:
     return schema.endswith(".avsc") or schema.lstrip().startswith("{")
+
+
+class ErrorRowsConf(SourceConf):
+    """Rows of an error table to read again (``mode=replay``), built by the engine, never written
+    in a job: the rows one DAG rejected, at the table's latest version when planned, less those a
+    replay already published (``marks``), parsed back into the records the DAG's source read.
+
+    A rejected record is stored as the text its source read it from when it did not parse (step
+    ``read``: JSON, or a CSV line under ``format = csv``), else as the JSON of the record as read;
+    each is parsed with ``read_schema``, and what still does not fit is rejected by step ``read``
+    again, naming the column."""
+
+    type: Literal["error_rows"] = "error_rows"
+    table: str
+    """The error table."""
+    marks: str
+    """The table of the record ids replays published (``_engine/replayed``)."""
+    job: str
+    dag: str
+    read_schema: str
+    """The schema the DAG's source reads with, as Spark DDL (its ``_corrupt_record`` column too)."""
+    format: str = "json"
+    """The source's format: ``csv`` parses a ``read`` rejection as a CSV line, anything else as JSON."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """The source's reader options, for the text of a ``read`` rejection (its own format's)."""
+    run: str | None = None
+    """Only rows rejected by this run id."""
+    step: str | None = None
+    """Only rows whose first failing step is this one."""
+    reason: str | None = None
+    """Only rows with a reason holding this text."""
+
+    def schema_ddl(self) -> str | None:
+        return self.read_schema
+
+    def inputs(self) -> dict[str, str]:
+        return {self.table: self.table}

@@ -20,9 +20,9 @@ from engine.state.backends import BACKENDS as METADATA_BACKENDS
 from engine.storage.blobs import Blobs, blobs
 from engine.storage.options import bucket, connection_hadoop_settings, store_options
 
-__all__ = ["MODES", "PROGRESS_VIEWS", "AppConf", "CheckpointConf", "CommitConf", "LeaseConf", "app_conf"]
+__all__ = ["MODES", "PROGRESS_VIEWS", "AppConf", "CheckpointConf", "CommitConf", "LeaseConf", "ReplayConf", "app_conf"]
 
-MODES = ("run", "validate", "status", "checkpoint", "commit", "plan")
+MODES = ("run", "validate", "status", "checkpoint", "commit", "plan", "replay")
 """What a run does (``mode=``): see :class:`AppConf`."""
 PROGRESS_VIEWS = ("auto", "live", "log", "off")
 """How the console shows a running job (``progress=``)."""
@@ -142,6 +142,22 @@ class CommitConf(_Strict):
     """The batch number (as ``mode=commit`` lists it), when several wait."""
     reason: Text | None = None
     """Why (required for ``release`` and ``abandon``)."""
+
+
+class ReplayConf(_Strict):
+    """``mode=replay``: run error-table rows again through the job's current converters, forks and
+    sinks (:mod:`engine.cli.error_replay`)."""
+
+    dag: Text | None = None
+    """Only this DAG's rows (default: every records DAG with an error table)."""
+    run: Text | None = None
+    """Only rows rejected by this run id (as ``mode=status`` and the summary show it)."""
+    step: Text | None = None
+    """Only rows whose first failing step is this one (``read`` for records that did not parse)."""
+    reason: Text | None = None
+    """Only rows with a reason holding this text."""
+    dry_run: bool = False
+    """Count the rows a replay would read, by DAG and step; read nothing else, write nothing."""
 
 
 class LeaseConf(_Strict):
@@ -292,8 +308,9 @@ class AppConf(_Strict):
     """Where relative sink paths, the error tables and the engine's metadata (``_engine/``) live."""
     mode: Text = "run"
     """``run`` the job, ``validate`` it (compile and check, no Spark job), show its ``status``,
-    show or change a ``checkpoint``, show, release or abandon a ``commit``, or ``plan``: print
-    what it compiles to (a flow: each hop's template, executor and job) and run nothing."""
+    show or change a ``checkpoint``, show, release or abandon a ``commit``, ``plan``: print
+    what it compiles to (a flow: each hop's template, executor and job) and run nothing, or
+    ``replay`` rows of its error table through its current converters."""
     debug: bool = False
     """Show tracebacks with errors."""
     progress: Text = "auto"
@@ -312,6 +329,8 @@ class AppConf(_Strict):
     """``mode=checkpoint``."""
     commit: CommitConf = CommitConf()
     """``mode=commit``."""
+    replay: ReplayConf = ReplayConf()
+    """``mode=replay``."""
     lease: LeaseConf = LeaseConf()
     """The job's run lease."""
     metadata: MetadataConf = MetadataConf()

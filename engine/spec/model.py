@@ -251,6 +251,9 @@ class DagSpec:
     pool: str | None = None
     dataset: str | None = None
     """The fan-out dataset this DAG was made for."""
+    replay_marks: str | None = None
+    """``mode=replay``: the table its source's error rows are marked replayed in, once published
+    (:mod:`engine.cli.error_replay`)."""
 
     @property
     def pool_name(self) -> str:
