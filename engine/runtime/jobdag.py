@@ -459,6 +459,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             try:
                 staged, written = self._stage(spark, run, ok, self._marked(run.batch, ok, refused), first, refused)
             except Exception as exc:  # a sink failed: nothing commits (the rerun reads the same range)
+                fs = HadoopFs(spark)
+                for sink in self.sinks:  # what the sinks before it staged, thrown away
+                    _discard(sink, run.batch, fs)
                 return self._staging_failed(run, read, outcomes, exc)
             kill_point("after_staging", self.name)
         for g in read:

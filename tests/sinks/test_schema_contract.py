@@ -243,3 +243,18 @@ def test_every_mode_is_accepted_by_the_config(contract: str, tmp_path: Path) -> 
 
     conf = DeltaSinkConf.model_validate({"type": "delta", "path": "out", "schema": contract})
     assert conf.schema_ == contract
+
+
+def test_a_refusal_throws_away_what_the_other_sinks_staged(spark: Any, tmp_path: Path) -> None:
+    """Nothing of a refused batch stays behind: the sinks staged before the refusing one are
+    discarded with it (their staging directories), and the rerun stages them again."""
+    wh = first_batch(tmp_path, "freeze")
+    land(tmp_path, "b.json", [{"id": 3, "amount": 30, "note": "new"}])
+    jobs = job(tmp_path, "id INT, amount INT, note STRING", "freeze")
+    conf = jobs / "shaped.conf"
+    conf.write_text("sinks.a_side { type = parquet, path = side }\n" + conf.read_text())  # staged first
+    code, summary = run_here(jobs, wh, job="shaped")
+    assert (code, summary["status"]) == (1, "FAILED"), summary
+    assert "schema = freeze" in summary["dags"][0]["message"]
+    assert not list(wh.rglob("_engine_staging")), "a refused batch left staged files"
+    assert not list(wh.glob("side/*.parquet")), "nothing published"
