@@ -22,6 +22,7 @@ from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
 from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
+from engine.sources.drift import HEAD_BYTES, drift
 from engine.sources.file_listing import GLOB, SCHEME, FileEntry, bare, directory_prefix
 from engine.sources.file_planning import FilePlanner
 from engine.sources.record_errors import corrupt_reason
@@ -87,6 +88,8 @@ class FilesSource(Source):
         fingerprint = self._fingerprint()
         pinned = ctx.pinned_schema()
         if pinned is not None and pinned.fingerprint == fingerprint:
+            if units:
+                self._report_drift(spark, units, _ddl_schema(pinned.ddl).fieldNames())
             return _ddl_schema(self._with_corrupt(pinned.ddl))
         inferred = self._infer(spark, units)
         if inferred is None:
@@ -96,6 +99,27 @@ class FilesSource(Source):
         data = StructType([f for f in inferred.fields if f.name != CORRUPT_RECORD])
         ctx.pin_schema(fingerprint, data.toDDL())
         return _ddl_schema(self._with_corrupt(data.toDDL()))
+
+    def _report_drift(self, spark: SparkSession, units: list[WorkUnit], columns: list[str]) -> None:
+        """Look at the newest file of each unit for what the pinned ``columns`` do not read
+        (:mod:`engine.sources.drift`); note it on the unit and warn."""
+        fs = HadoopFs(spark)
+        options = {k: str(v) for k, v in self.conf.options.items()}
+        for unit in units:
+            files: list[FileEntry] = [f for f in (unit.payload or []) if isinstance(f, FileEntry)]
+            if unit.empty or not files:
+                continue
+            newest = max(files, key=lambda f: f.position)
+            try:
+                head = fs.head(newest.path, HEAD_BYTES)
+            except Exception as exc:  # the read itself will say what is wrong with the file
+                log.debug("%s: no look at %s for drift: %s", self.key, newest.path, exc)
+                continue
+            found = drift(self.conf.format, head, columns, options, whole=len(head) < HEAD_BYTES)
+            if found:
+                said = f"schema drift in {newest.path}: {found} (declare {self.key}.schema to read them)"
+                log.warning("%s: %s", unit.dataset, said)
+                unit.note = "; ".join(n for n in (unit.note, said) if n)
 
     def _infer(self, spark: SparkSession, units: list[WorkUnit] | None) -> StructType | None:
         if units is None:

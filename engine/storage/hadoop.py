@@ -42,6 +42,19 @@ class HadoopFs:
                 return None
             raise
 
+    def head(self, path: str, max_bytes: int) -> bytes:
+        """At most the first ``max_bytes`` of a file, decompressed when its name says a codec
+        Hadoop knows (``.gz``, ``.bz2``, ...): a look at a file from the driver, no Spark job."""
+        fs, jpath = self._fs(path)
+        stream = fs.open(jpath)
+        try:
+            codec = self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self._conf).getCodec(jpath)
+            source = codec.createInputStream(stream) if codec is not None else stream
+            bounded = self._jvm.org.apache.commons.io.input.BoundedInputStream(source, max_bytes)
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+        finally:
+            stream.close()
+
     def exists(self, path: str) -> bool:
         fs, jpath = self._fs(path)
         return bool(fs.exists(jpath))

@@ -65,3 +65,70 @@ def test_types_are_inferred_once_and_kept_by_later_runs(
     assert [e["reasons"] for e in errors] == [['read: column `amount` value "abc" is not a DOUBLE']]
     (pin,) = DeltaTable(str(lake / "_engine" / "schemas")).to_pyarrow_table().to_pylist()
     assert pin["run_id"] == "run-1" and "amount DOUBLE" in pin["ddl"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "first", "drifted", "options", "said"),
+    [
+        pytest.param(
+            "json",
+            JSON_1,
+            '{"id": 3, "amount": 3.5, "day": "c", "coupon": "X1"}\n{"id": 4, "amount": 4.0, "day": "d", "vat": 1}\n',
+            {},
+            "field(s) `coupon`, `vat` are not in the pinned schema: they are not read",
+            id="json-new-fields",
+        ),
+        pytest.param(
+            "csv",
+            CSV_1,
+            "id,coupon,amount,day\n3,X1,3.50,2026-01-03\n",
+            {"header": True},
+            "the header has new column(s) `coupon`: values are read by position with the pinned schema",
+            id="csv-inserted-column",
+        ),
+    ],
+)
+def test_a_later_file_that_drifts_from_the_pinned_schema_is_reported(
+    spark: Any, lake: Path, fmt: str, first: str, drifted: str, options: dict[str, Any], said: str
+) -> None:
+    """A field the pinned schema does not read is said in the dataset's note, not dropped silently."""
+    land = lake.parent / "land"
+    store = DeltaMetadataStore(spark, str(lake / "_engine")).ensure()
+    raw = {
+        "sources": {"in": {"type": "files", "format": fmt, "path": str(land / f"*.{fmt}"), "options": options}},
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    put(land / f"a.{fmt}", first, mtime=T0)
+    one = run_with(spark, raw, lake, store, run=1)
+    assert one.summary()["dags"][0]["notes"] == {}  # inferred from these files: nothing to say
+    put(land / f"b.{fmt}", drifted, mtime=T0 + 60)
+    two = run_with(spark, raw, lake, store, run=2)
+    (dag,) = two.summary()["dags"]
+    assert dag["status"] == "SUCCEEDED", dag
+    (note,) = dag["notes"].values()
+    assert f"schema drift in {(land / f'b.{fmt}').as_uri().replace('file:///', 'file:/')}: {said}" in note
+    assert "declare job.sources.in.schema" in note or "declare sources.in.schema" in note, note
+
+
+@pytest.mark.parametrize(
+    ("fmt", "head", "options", "said"),
+    [
+        ("json", b'{"a": 1, "b": 2}\n{"a": 1, "c": {"x": 1}}\n', {}, "field(s) `b`, `c` are not"),
+        ("json", b'{"a": 1}\n{"a": 1, "b": 2', {}, ""),  # the cut last line is not read
+        ("json", b'{"a": 1, "b": 2}\n', {"multiLine": "true"}, ""),  # one document: not looked at
+        ("json", b"not json\n[1, 2]\n", {}, ""),
+        ("csv", b"a;b\n1;2\n", {"header": "true", "sep": ";"}, ""),
+        ("csv", b"b,a\n", {"header": "true"}, "another order than the pinned schema's: `b`, `a`"),
+        ("csv", b"a\n1\n", {"header": "true"}, "the header has no column(s) `b`"),
+        ("csv", b"1,2,3\n4,5\n", {}, "lines of 3 values, the pinned schema has 2 columns"),
+        ("csv", b"1,2\n", {}, ""),
+        ("parquet", b"PAR1", {}, ""),
+    ],
+)
+def test_drift_says_what_the_head_of_a_file_holds_that_the_columns_do_not(
+    fmt: str, head: bytes, options: dict[str, str], said: str
+) -> None:
+    from engine.sources.drift import drift
+
+    found = drift(fmt, head, ["a", "b"] if fmt == "csv" else ["a"], options, whole=not head.endswith(b"2"))
+    assert (said in found) if said else found == "", found
