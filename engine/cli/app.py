@@ -172,7 +172,7 @@ def _push_metrics(app: AppConfig, summary: dict[str, Any]) -> None:
     from engine.cli.runmetrics import push_metrics
     from engine.spec.app import MetricsConf
 
-    if app.data.get("mode", "run") not in ("run", "replay") or not isinstance(app.data.get("metrics"), dict):
+    if app.data.get("mode", "run") != "run" or not isinstance(app.data.get("metrics"), dict):
         return
     try:
         conf = MetricsConf.model_validate(app.data["metrics"])
