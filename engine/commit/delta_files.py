@@ -213,12 +213,15 @@ def _scala_map(m: Any) -> dict[str, str]:
     return {str(kv._1()): str(kv._2()) for kv in _scala_list(m.toList())}
 
 
-def table_schema(spark: SparkSession, table: str, fs: HadoopFs | None = None) -> StructType | None:
+def table_schema(
+    spark: SparkSession, table: str, fs: HadoopFs | None = None, *, version: int | None = None
+) -> StructType | None:
     """``table``'s columns as its latest version says, ``None`` when there is no table yet (a
-    listing, not a log read); the log read is Delta's cached snapshot, which the write reuses."""
+    listing, not a log read, unless the caller listed it: ``version``); the log read is Delta's
+    cached snapshot, which the write reuses."""
     from pyspark.sql.types import StructType
 
-    if (fs or HadoopFs(spark)).delta_version(table) < 0:
+    if (version if version is not None else (fs or HadoopFs(spark)).delta_version(table)) < 0:
         return None
     schema = _Delta(spark).transaction(table).metadata().schemaString()
     return StructType.fromJson(json.loads(str(schema)))

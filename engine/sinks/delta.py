@@ -34,11 +34,12 @@ class DeltaSink(TableSink):
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         c = self.conf
         options = self._options
+        version = fs.delta_version(c.path)  # one listing of its log: the contract's and the commit's base
         if not (
             c.mode == "overwrite" and options.get("overwriteSchema", "").lower() == "true"
         ):  # it replaces the schema
             contract = Contract(c.schema_, self.name, c.path, merge=c.mode == "merge")
-            df, adds_columns = contract.apply(df, table_schema(df.sparkSession, c.path, fs))
+            df, adds_columns = contract.apply(df, table_schema(df.sparkSession, c.path, version=version))
             options = {**options, "mergeSchema": "true"} if adds_columns else options
         return stage_delta(
             df,
@@ -51,6 +52,7 @@ class DeltaSink(TableSink):
             partition_by=list(c.partition_by),
             keys=list(c.keys),
             options=options,
+            base_version=version,
         )
 
 
@@ -66,10 +68,12 @@ def stage_delta(
     partition_by: list[str] | None = None,
     keys: list[str] | None = None,
     options: dict[str, str] | None = None,
+    base_version: int | None = None,
 ) -> Staged:
     """Stage ``df`` for one Delta commit to ``table`` (a sink's or the error table's): written by
-    Delta's writer if it can be committed as it is, else as Parquet in the batch's staging."""
-    base_version = fs.delta_version(table)
+    Delta's writer if it can be committed as it is, else as Parquet in the batch's staging.
+    ``base_version``: the table's latest version, if the caller listed its log already."""
+    base_version = fs.delta_version(table) if base_version is None else base_version
     written = write_files(df, table, partition_by or [], mode=mode, options=options or {}, scratch=batch.staging(table))
     staging = None
     if written is None:
