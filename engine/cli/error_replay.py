@@ -83,6 +83,7 @@ def _replaying(run: Run, dag: DagSpec) -> DagSpec:
         dag=dag.name,
         read_schema=schema,
         format=own.format if isinstance(own, FilesSourceConf) else "json",
+        read_rows=isinstance(own, FilesSourceConf) and own.format in ("json", "csv"),
         options=option_texts(own.options) if isinstance(own, FilesSourceConf) else {},
         run=run.conf.replay.run,
         step=run.conf.replay.step,

@@ -58,6 +58,13 @@ def to_frame(df: DataFrame, *, corrupt_column: str, reason_column: str | None = 
 
 
 _ERRORS_TYPE = "array<struct<step:string,reason:string>>"
+RECORD_JSON = {
+    "ignoreNullFields": "false",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
+"""How a rejected record is written to the error table: every field, timestamps to the microsecond
+(Spark's default keeps milliseconds), so that a replay reads back the values it read."""
 
 
 def reject(df: DataFrame, bad: Column, *, step: str, reason: Column | str) -> DataFrame:
@@ -94,7 +101,7 @@ def finalize(df: DataFrame) -> DataFrame:
     """Serialise the original record of rejected rows to JSON and drop the source struct. The file
     a record came from is kept for rejected rows only (the error table's record id): valid rows
     would otherwise carry their path into the persisted frame."""
-    record = F.when(is_rejected(), F.coalesce(F.col(RAW), F.to_json(F.col(SOURCE), {"ignoreNullFields": "false"})))
+    record = F.when(is_rejected(), F.coalesce(F.col(RAW), F.to_json(F.col(SOURCE), RECORD_JSON)))
     out = df.withColumn(RECORD, record).drop(SOURCE, RAW)
     return out.withColumn(FILE, F.when(is_rejected(), F.col(FILE))) if FILE in df.columns else out
 

@@ -476,6 +476,9 @@ class ErrorRowsConf(SourceConf):
     """The schema the DAG's source reads with, as Spark DDL (its ``_corrupt_record`` column too)."""
     format: str = "json"
     """The source's format: ``csv`` parses a ``read`` rejection as a CSV line, anything else as JSON."""
+    read_rows: bool = False
+    """Whether its ``read`` rejections hold the text the source read (JSON and CSV files): those of
+    other sources (a Kafka message's wrapper, a Parquet row) are left out of the replay."""
     options: dict[str, str] = Field(default_factory=dict)
     """The source's reader options, for the text of a ``read`` rejection (its own format's)."""
     run: str | None = None

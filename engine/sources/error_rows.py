@@ -41,6 +41,8 @@ SCOPE = "replay"
 RECORD_ID = "record_id"
 """The error table's and the marks table's record id column (:mod:`engine.sinks.error_table`)."""
 _READ_STEP = "read"
+SKIPPED_FILE = "file skipped (on_corrupt = skip)"
+"""How the reason of a skipped file's error row starts (:mod:`engine.sources.corrupt_files`)."""
 
 
 class ErrorRowsSource(Source):
@@ -104,6 +106,11 @@ class ErrorRowsSource(Source):
         conf = self.conf
         table = spark.read.format("delta").option("versionAsOf", version).load(conf.table)
         wanted = (F.col("job") == conf.job) & (F.col("dag") == conf.dag) & F.col(RECORD_ID).isNotNull()
+        # A skipped file's row names the file, not a record; a read rejection of a source that keeps
+        # no text of it cannot be read back as one (it would pass as a record of nulls).
+        wanted &= ~F.exists(F.col("reasons"), lambda r: r.startswith(f"{_READ_STEP}: {SKIPPED_FILE}"))
+        if not conf.read_rows:
+            wanted &= F.col("step") != _READ_STEP
         if conf.run is not None:
             wanted &= F.col("run_id") == conf.run
         if conf.step is not None:

@@ -183,3 +183,65 @@ def test_a_record_that_did_not_parse_is_replayed_with_the_fixed_schema(spark: An
     assert (replayed["dags"][0]["records_read"], replayed["dags"][0]["records_rejected"]) == (2, 1)
     lake = DeltaTable(str(wh / "out" / "lake")).to_pyarrow_table().to_pylist()
     assert sorted((r["id"], r["amount"]) for r in lake) == [(1, 2.5), (2, 3.5)]
+
+
+def test_a_timestamp_comes_back_to_the_microsecond(spark: Any, tmp_path: Path) -> None:
+    """A record rejected after the read is stored as the JSON of the record as read: its
+    timestamps keep their microseconds, so the replay publishes the values the source read."""
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    land = tmp_path / "land"
+    land.mkdir()
+    (land / "a.json").write_text(
+        '{"id": 1, "at": "2026-01-01T10:00:00.654321Z", "amount": -1}\n'
+        '{"id": 2, "at": "2026-01-01T11:00:00Z", "amount": 2}\n'
+    )
+    job = {
+        "sources": {
+            "in": {
+                "type": "files",
+                "format": "json",
+                "path": str(land),
+                "schema": "id BIGINT, at TIMESTAMP, amount DOUBLE",
+            }
+        },
+        "converters": [{"type": "check", "expr": "amount >= 0", "reason": "negative"}],
+        "sinks": {"lake": {"type": "delta", "path": "lake"}},
+    }
+    jobs.mkdir()
+    (jobs / "ts.yaml").write_text(yaml.safe_dump(job))
+    code, summary = run_here(jobs, wh, "spark.conf={spark.sql.session.timeZone:UTC}", job="ts")
+    assert (code, summary["dags"][0]["records_rejected"]) == (0, 1), summary
+    job["converters"] = []
+    (jobs / "ts.yaml").write_text(yaml.safe_dump(job))
+    code, replayed = run_here(jobs, wh, "mode=replay", "spark.conf={spark.sql.session.timeZone:UTC}", job="ts")
+    assert (code, replayed["status"]) == (0, "SUCCEEDED"), replayed
+    lake = {r["id"]: r["at"] for r in DeltaTable(str(wh / "lake")).to_pyarrow_table().to_pylist()}
+    assert lake[1].microsecond == 654321 and lake[1].second == 0 and lake[1].hour == 10, lake
+
+
+def test_a_skipped_files_row_is_not_replayed_as_a_record(spark: Any, tmp_path: Path) -> None:
+    """``on_corrupt = skip`` keeps a row naming the file it could not read: it is no record, so a
+    replay leaves it out (read as one, it would pass as a record of nulls)."""
+    import gzip
+
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh)
+    path = jobs / f"{JOB}.yaml"
+    job = yaml.safe_load(path.read_text())
+    job["sources"]["in"]["on_corrupt"] = "skip"
+    path.write_text(yaml.safe_dump(job))
+    land = wh / "in" / "a"
+    land.mkdir(parents=True)
+    (land / "part-1.json").write_text('{"id": 1, "day": "2026-11-01", "amount": -2.5}\n')
+    data = gzip.compress(b"".join(b'{"id": %d, "day": "2026-11-01", "amount": 1.0}\n' % i for i in range(2, 2000)))
+    (land / "part-2.json.gz").write_bytes(data[: len(data) // 2])  # truncated: it cannot be read
+    code, summary = run_here(jobs, wh)
+    assert code == 0, summary
+    assert sorted(r["step"] for r in _error_rows(wh)) == ["check", "read"]
+    _fix(jobs, None)
+    code, shown = run_here(jobs, wh, "mode=replay", "replay.dry_run=true")
+    assert shown["replayable"][0]["by_step"] == {"check": 1}, shown
+    code, replayed = run_here(jobs, wh, "mode=replay")
+    assert (code, replayed["dags"][0]["records_read"]) == (0, 1), replayed
+    lake = DeltaTable(str(wh / "out" / "lake")).to_pyarrow_table()
+    assert lake.column("id").to_pylist() == [1], "no record of nulls"
