@@ -62,6 +62,8 @@ def replay_spec(run: Run) -> JobSpec:
 def _replaying(run: Run, dag: DagSpec) -> DagSpec:
     """``dag`` reading its error rows: its converters and forks, its sinks but those of the error
     branch, no error table of its own, gates or error budget, nothing to wait for."""
+    from engine.sources.error_rows import ErrorRowsSource
+
     sinks = tuple(s for s in dag.sinks if _sink(s).from_ != "error")
     for sink in sinks:
         said = _sink(sink).on_replay()
@@ -90,6 +92,12 @@ def _replaying(run: Run, dag: DagSpec) -> DagSpec:
         reason=run.conf.replay.reason,
     )
     replaying = SourceSpec(name=source.name, conf=conf, entry=ERROR_ROWS, key=source.key, schema_ddl=schema)
+    unreadable = ErrorRowsSource(conf, name=source.name, key=source.key, schema_ddl=schema).unreadable(run.spark)
+    if unreadable:
+        raise ConfigError(
+            f"dag {dag.name}: its error rows cannot be read back with its source's schema: {unreadable}",
+            key=f"{source.key}.schema",
+        )
     return replace(
         dag,
         source=replaying,
@@ -99,6 +107,7 @@ def _replaying(run: Run, dag: DagSpec) -> DagSpec:
         max_rejected=None,
         after=(),
         replay_marks=conf.marks,
+        unwritten=tuple(s for s in dag.sinks if s not in sinks),
     )
 
 
@@ -111,18 +120,27 @@ def _read_schema(run: Run, dag: DagSpec) -> str:
     """The schema ``dag``'s source reads with now, as Spark DDL: the declared one, the one pinned
     for it, or the one its table has; a config error when it could only be inferred from input."""
     from engine.sources.base import PlanContext
+    from engine.sources.files import FilesSource
     from engine.sources.workunits import Budget
     from engine.state.store import utcnow
 
     s = dag.source
     source = s.entry.load()(s.conf, name=s.name, key=s.key, schema_ddl=s.schema_ddl)
     assert isinstance(s.conf, SourceConf)
-    if s.conf.infers_schema and run.metadata.pinned_schema(run.spec.name, dag.name) is None:
-        raise ConfigError(
-            f"dag {dag.name}: its source's schema is inferred and none was pinned yet, so its error rows "
-            f"cannot be read back with it: declare {s.key}.schema",
-            key=f"{s.key}.schema",
-        )
+    if s.conf.infers_schema:
+        pinned = run.metadata.pinned_schema(run.spec.name, dag.name)
+        if pinned is None:
+            why = "none was pinned yet"
+        elif isinstance(source, FilesSource) and pinned.fingerprint != source.schema_fingerprint():
+            why = "its format or reader options changed since it was pinned (the next run pins it again)"
+        else:
+            why = None
+        if why:  # inferring it now would read every input file of the source
+            raise ConfigError(
+                f"dag {dag.name}: its source's schema is inferred and {why}, so its error rows cannot be "
+                f"read back with it: declare {s.key}.schema, or run the job once first",
+                key=f"{s.key}.schema",
+            )
     ctx = PlanContext(
         state={},
         per_dataset=Budget(),

@@ -170,8 +170,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         return self.source.conf.limits
 
     def locations(self) -> dict[str, object]:
-        """What its sinks' commit steps may not store (a database's login)."""
-        return {key: found for sink in self.sinks for key, found in sink.locations(self.name).items()}
+        """What its sinks' commit steps may not store (a database's login), those it no longer
+        writes included: a batch of theirs left unfinished is finished on its next run."""
+        left = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in self.spec.unwritten]
+        return {key: found for sink in [*self.sinks, *left] for key, found in sink.locations(self.name).items()}
 
     def fingerprint(self) -> str:
         """What a stored plan depends on: the source's name and config."""

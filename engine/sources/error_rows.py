@@ -95,6 +95,21 @@ class ErrorRowsSource(Source):
             F.lit(self.dataset).alias(DATASET),
         )
 
+    def unreadable(self, spark: SparkSession) -> str | None:
+        """Why the stored records cannot be parsed back with the source's schema (e.g. a map keyed
+        by anything but strings, which Spark's JSON parser refuses); ``None`` when they can.
+        Spark analyses the parse over no rows: no job runs."""
+        from pyspark.errors import AnalysisException
+
+        schema = self.schema(spark, None)
+        assert schema is not None  # built with the source's schema
+        empty = spark.createDataFrame([], "record STRING, step STRING")
+        try:
+            empty.select(self._parsed(schema)).schema  # noqa: B018 (analysed, not read)
+        except AnalysisException as exc:
+            return str(exc).split("\n", 1)[0]
+        return None
+
     def record_ids(self, spark: SparkSession, units: list[WorkUnit]) -> DataFrame:
         """The ids (:data:`RECORD_ID`) of the rows :meth:`read` reads of ``units``, unparsed."""
         (unit,) = [u for u in units if not u.empty]

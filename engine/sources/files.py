@@ -85,7 +85,7 @@ class FilesSource(Source):
             return declared.add(CORRUPT_RECORD, "string") if self.conf.format in _KEEPS_CORRUPT else declared
         if ctx is None or self.conf.format not in _KEEPS_CORRUPT:
             return self._infer(spark, units)
-        fingerprint = self._fingerprint()
+        fingerprint = self.schema_fingerprint()
         pinned = ctx.pinned_schema()
         if pinned is not None and pinned.fingerprint == fingerprint:
             if units:
@@ -142,7 +142,7 @@ class FilesSource(Source):
             raise
         return schema
 
-    def _fingerprint(self) -> str:
+    def schema_fingerprint(self) -> str:
         """What an inferred schema depends on besides the data: the format and the reader options."""
         text = json.dumps([self.conf.format, {k: str(v) for k, v in self.conf.options.items()}], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -254,6 +254,10 @@ class DagSpec:
     replay_marks: str | None = None
     """``mode=replay``: the table its source's error rows are marked replayed in, once published
     (:mod:`engine.cli.error_replay`)."""
+    unwritten: tuple[PluginSpec, ...] = ()
+    """Sinks it no longer writes that an unfinished batch of it may still publish to (a replay
+    leaves out the ``from = error`` sinks, but finishes a live batch that wrote them): their logins
+    still reach the commit steps (:meth:`JobDag.locations <engine.runtime.jobdag.JobDag.locations>`)."""
 
     @property
     def pool_name(self) -> str:

@@ -245,3 +245,74 @@ def test_a_skipped_files_row_is_not_replayed_as_a_record(spark: Any, tmp_path: P
     assert (code, replayed["dags"][0]["records_read"]) == (0, 1), replayed
     lake = DeltaTable(str(wh / "out" / "lake")).to_pyarrow_table()
     assert lake.column("id").to_pylist() == [1], "no record of nulls"
+
+
+def _edit(jobs: Path, change: Any) -> None:
+    """The job file changed in place by ``change(job)``."""
+    path = jobs / f"{JOB}.yaml"
+    job = yaml.safe_load(path.read_text())
+    change(job)
+    path.write_text(yaml.safe_dump(job))
+
+
+def _refused(jobs: Path, wh: Path, key: str, said: str, *extra: str) -> None:
+    code, summary = run_here(jobs, wh, "mode=replay", *extra)
+    assert (code, summary["status"]) == (2, "CONFIG_ERROR"), summary
+    assert key in summary["message"] and said in summary["message"], summary["message"]
+
+
+def test_replay_refuses_a_dag_it_cannot_read_back_before_planning(spark: Any, tmp_path: Path) -> None:
+    """No error table to read, a schema it could only infer again from every input, a schema its
+    stored records cannot be parsed with: each a config error naming the key, nothing written."""
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, other_dag=True)
+    _edit(jobs, lambda job: job["dags"]["other"].update(errors={"enabled": False}))
+    _refused(jobs, wh, "replay.dag", "dag other has no error table", "replay.dag=other")
+    _edit(jobs, lambda job: job["dags"][JOB].update(errors={"enabled": False}))
+    _refused(jobs, wh, "replay.dag", f"no DAG of job {JOB} has an error table")
+
+    write_job(jobs, wh)  # one DAG, its schema inferred
+    _edit(jobs, lambda job: job["sources"]["in"].pop("schema"))
+    _refused(jobs, wh, "sources.in.schema", "none was pinned yet")
+    inputs = Inputs(wh)
+    inputs.add("a", 20)
+    code, summary = run_here(jobs, wh)  # pins the inferred schema
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    _edit(jobs, lambda job: job["sources"]["in"].update(options={"primitivesAsString": "true"}))
+    _refused(jobs, wh, "sources.in.schema", "reader options changed since it was pinned")
+
+    _edit(jobs, lambda job: job["sources"]["in"].update(schema="id BIGINT, day STRING, tags MAP<INT, STRING>"))
+    _refused(jobs, wh, "sources.in.schema", "can only contain STRING as a key type")
+    assert not (wh / "_engine" / "replayed").exists()
+    assert sink_ids(wh)["delta"] == inputs.good  # the live run's, nothing more
+
+
+@pytest.mark.postgres
+def test_a_live_batch_left_unfinished_is_finished_by_a_replay_with_its_database_error_sink(
+    spark: Any, tmp_path: Path, postgres: Any
+) -> None:
+    """A replay leaves out the ``from = error`` sinks, yet finishes the DAG's live batch a crash left
+    half published, which writes one: that sink's login still reaches its commit step."""
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    table = f"rejected_{tmp_path.name[-12:].replace('-', '_').lower()}"
+    postgres.psql(
+        f"CREATE TABLE {table} (job TEXT, dag TEXT, run_id TEXT, source TEXT, step TEXT, reasons TEXT[], "
+        "record TEXT, error_time TIMESTAMP)"
+    )
+    held = f"SELECT (record::json->>'id')::int FROM {table} ORDER BY 1"
+    write_job(jobs, wh)
+    bad = {"type": "jdbc", "url": postgres.jdbc_url, "user": postgres.user, "password": postgres.password}
+    _edit(jobs, lambda job: job["sinks"].update(bad={**bad, "table": table, "from": "error"}))
+    inputs = Inputs(wh)
+    inputs.add("a", 30)
+    crashed = crash_run(jobs, wh, kill_at="after_step:1")  # 1 av; 2 bad, 3 js, ... left to do
+    assert crashed.returncode == -9, f"not killed: rc={crashed.returncode}\n{crashed.stderr[-3000:]}"
+
+    _fix(jobs, None)
+    code, summary = run_here(jobs, wh, "mode=replay")  # finishes the live batch first
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    assert [int(i) for i in postgres.psql(held).split()] == inputs.bad  # by the live batch, once
+    _sinks_hold(wh, inputs.ids)  # the good ones by the live batch, the bad ones replayed
+    code, again = run_here(jobs, wh)
+    assert (code, again["status"]) == (0, "SUCCEEDED"), again
+    assert [int(i) for i in postgres.psql(held).split()] == inputs.bad
