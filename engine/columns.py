@@ -1,4 +1,5 @@
-"""Column names the engine reserves, shared by sources, converters and the runtime."""
+"""Column names and values the engine reserves, shared by sources, converters, sinks and the
+runtime (a module without imports, so every layer may import it)."""
 
 DATASET = "__engine_dataset"
 """The dataset URN of each record, added by the source (state and counts are kept per dataset)."""
@@ -7,3 +8,12 @@ FILE = "__engine_file"
 """The file each record was read from (``""`` for sources that read no files): taken at the read,
 where Spark still knows it, so that a rejected record's id in the error table can name its place.
 A source may give it itself (a replay gives each record's id in the error table)."""
+
+RECORD_ID = "record_id"
+"""The error table's record id column, and the replay marks table's (:mod:`engine.sinks.error_table`)."""
+
+READ_STEP = "read"
+"""The step of a record the source could not parse, in the error table."""
+
+SKIPPED_FILE = "file skipped (on_corrupt = skip)"
+"""How the reason of a skipped file's error row starts (:mod:`engine.sources.corrupt_files`)."""

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from engine.columns import DATASET as DATASET
 from engine.columns import FILE as FILE
+from engine.columns import READ_STEP as READ_STEP
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -30,7 +31,6 @@ PACKED = "__engine_internals"
 """The persisted frame's one column for :data:`ERRORS`, :data:`RECORD`, :data:`FILE` and
 :data:`DROPPED`: null for a record that is neither rejected, dropped nor warned of (:func:`packed`)."""
 INTERNAL = (ERRORS, SOURCE, RAW, RECORD, DROPPED, DATASET, FILE, WARNINGS, PACKED)
-READ_STEP = "read"
 
 
 def to_frame(df: DataFrame, *, corrupt_column: str, reason_column: str | None = None) -> DataFrame:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from engine.columns import RECORD_ID as RECORD_ID
 from engine.commit.batch import BatchRef, Staged
 from engine.sinks.delta import stage_delta
 from engine.state.backends import AUTO
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
     from engine.storage.hadoop import HadoopFs
 
-RECORD_ID = "record_id"
 ERROR_TABLE_DDL = (
     "job STRING, dag STRING, run_id STRING, source STRING, step STRING, reasons ARRAY<STRING>, "
     f"record STRING, error_time TIMESTAMP, {RECORD_ID} STRING"

@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from engine.columns import DATASET
+from engine.columns import DATASET, SKIPPED_FILE
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class SkippedFiles:
     def with_error_rows(self, spark: SparkSession, frame: DataFrame, units: list[WorkUnit]) -> DataFrame:
         """``frame`` and one error record per skipped file of ``units``: its path as the raw record."""
         rows = [
-            (json.dumps({"file": f.path}), f"file skipped (on_corrupt = skip), it cannot be read: {reason}", u.dataset)
+            (json.dumps({"file": f.path}), f"{SKIPPED_FILE}, it cannot be read: {reason}", u.dataset)
             for u in units
             for f, reason in self.of(u.dataset)
         ]

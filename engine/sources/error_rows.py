@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from engine.columns import DATASET, FILE
+from engine.columns import DATASET, FILE, READ_STEP, RECORD_ID, SKIPPED_FILE
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import ErrorRowsConf
 from engine.sources.record_errors import corrupt_reason
@@ -38,11 +38,6 @@ log = logging.getLogger(__name__)
 
 SCOPE = "replay"
 """The scope of a replay's bookkeeping: the DAG's live watermarks do not move."""
-RECORD_ID = "record_id"
-"""The error table's and the marks table's record id column (:mod:`engine.sinks.error_table`)."""
-_READ_STEP = "read"
-SKIPPED_FILE = "file skipped (on_corrupt = skip)"
-"""How the reason of a skipped file's error row starts (:mod:`engine.sources.corrupt_files`)."""
 
 
 class ErrorRowsSource(Source):
@@ -80,9 +75,7 @@ class ErrorRowsSource(Source):
         return schema if CORRUPT_RECORD in schema.fieldNames() else schema.add(CORRUPT_RECORD, "string")
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
-        (unit,) = [u for u in units if not u.empty]
-        assert isinstance(unit.high, LongWatermark)
-        rows = self.rows(spark, unit.high.value)
+        rows = self.rows(spark, _version(units))
         parsed = F.col("__parsed")
         fields = [F.col(f"`{f.name}`") for f in schema.fields]
         records = rows.select(self._parsed(schema).alias("__parsed"), RECORD_ID, "step").select(
@@ -112,9 +105,7 @@ class ErrorRowsSource(Source):
 
     def record_ids(self, spark: SparkSession, units: list[WorkUnit]) -> DataFrame:
         """The ids (:data:`RECORD_ID`) of the rows :meth:`read` reads of ``units``, unparsed."""
-        (unit,) = [u for u in units if not u.empty]
-        assert isinstance(unit.high, LongWatermark)
-        return self.rows(spark, unit.high.value).select(RECORD_ID)
+        return self.rows(spark, _version(units)).select(RECORD_ID)
 
     def rows(self, spark: SparkSession, version: int) -> DataFrame:
         """The DAG's error rows at ``version`` that match the filters and were never replayed."""
@@ -123,9 +114,9 @@ class ErrorRowsSource(Source):
         wanted = (F.col("job") == conf.job) & (F.col("dag") == conf.dag) & F.col(RECORD_ID).isNotNull()
         # A skipped file's row names the file, not a record; a read rejection of a source that keeps
         # no text of it cannot be read back as one (it would pass as a record of nulls).
-        wanted &= ~F.exists(F.col("reasons"), lambda r: r.startswith(f"{_READ_STEP}: {SKIPPED_FILE}"))
+        wanted &= ~F.exists(F.col("reasons"), lambda r: r.startswith(f"{READ_STEP}: {SKIPPED_FILE}"))
         if not conf.read_rows:
-            wanted &= F.col("step") != _READ_STEP
+            wanted &= F.col("step") != READ_STEP
         if conf.run is not None:
             wanted &= F.col("run_id") == conf.run
         if conf.step is not None:
@@ -141,7 +132,7 @@ class ErrorRowsSource(Source):
 
     def _as_read(self) -> Column:
         """Whether a row holds the text the source could not parse (else the JSON of a record)."""
-        return F.col("step") == _READ_STEP
+        return F.col("step") == READ_STEP
 
     def _parsed(self, schema: StructType) -> Column:
         """The record as a struct of ``schema``; text that does not fit it is kept in its corrupt column."""
@@ -161,3 +152,10 @@ class ErrorRowsSource(Source):
         fmt = "csv" if self.conf.format == "csv" else "json"
         as_read = corrupt_reason(fmt, schema, CORRUPT_RECORD, options)
         return F.when(self._as_read(), as_read).otherwise(corrupt_reason("json", schema, CORRUPT_RECORD, {}))
+
+
+def _version(units: list[WorkUnit]) -> int:
+    """The error table version the one unit of a replay's plan reads."""
+    (unit,) = [u for u in units if not u.empty]
+    assert isinstance(unit.high, LongWatermark)
+    return unit.high.value

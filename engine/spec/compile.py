@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from engine.columns import READ_STEP
 from engine.converters import CONVERTERS
 from engine.errors import ConfigError, did_you_mean
 from engine.plugins import Anchors, PluginConf, PluginEntry, Registry
@@ -436,19 +437,15 @@ def _compile_steps(raws: list[dict[str, Any]], key: str, ctx: _Context) -> tuple
     dupes = [n for n, c in Counter(s.name for s in steps).items() if c > 1]
     if dupes:
         raise ConfigError(f"two converter steps are named `{dupes[0]}`", key=f"{key}.converters", file=ctx.file)
-    read = next((s for s in steps if s.name == _READ_STEP), None)
+    read = next((s for s in steps if s.name == READ_STEP), None)
     if read is not None:  # its rejections and counts would mix with those of unreadable records
         raise ConfigError(
-            f"a converter step may not be named `{_READ_STEP}`: it names the rejections of unreadable records"
+            f"a converter step may not be named `{READ_STEP}`: it names the rejections of unreadable records"
             " (set its `name`)",
             key=read.key,
             file=ctx.file,
         )
     return tuple(steps)
-
-
-_READ_STEP = "read"
-""":data:`engine.converters.frame.READ_STEP` (that module needs Spark; compiling does not)."""
 
 
 def _compile_sink(name: str, raw: dict[str, Any], key: str, dag: DagConf, ctx: _Context) -> PluginSpec:
