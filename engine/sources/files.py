@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 log = logging.getLogger(__name__)
+
+DRIFT_LOOKS = 16
+"""At most this many units of a run are looked at for drift (the newest files first)."""
 _KEEPS_CORRUPT = ("json", "csv")
 
 __all__ = ["FileEntry", "FilesSource"]
@@ -102,14 +105,18 @@ class FilesSource(Source):
 
     def _report_drift(self, spark: SparkSession, units: list[WorkUnit], columns: list[str]) -> None:
         """Look at the newest file of each unit for what the pinned ``columns`` do not read
-        (:mod:`engine.sources.drift`); note it on the unit and warn."""
+        (:mod:`engine.sources.drift`); note it on the unit and warn. A source with many datasets
+        has the :data:`DRIFT_LOOKS` units with the newest files looked at: one open file each."""
         fs = HadoopFs(spark)
         options = {k: str(v) for k, v in self.conf.options.items()}
-        for unit in units:
-            files: list[FileEntry] = [f for f in (unit.payload or []) if isinstance(f, FileEntry)]
-            if unit.empty or not files:
-                continue
-            newest = max(files, key=lambda f: f.position)
+        newest_of = {
+            id(u): max(files, key=lambda f: f.position)
+            for u in units
+            if not u.empty and (files := [f for f in (u.payload or []) if isinstance(f, FileEntry)])
+        }
+        looked = sorted(newest_of, key=lambda u: newest_of[u].position, reverse=True)[:DRIFT_LOOKS]
+        for unit in [u for u in units if id(u) in looked]:
+            newest = newest_of[id(unit)]
             try:
                 head = fs.head(newest.path, HEAD_BYTES)
             except Exception as exc:  # the read itself will say what is wrong with the file

@@ -132,3 +132,28 @@ def test_drift_says_what_the_head_of_a_file_holds_that_the_columns_do_not(
 
     found = drift(fmt, head, ["a", "b"] if fmt == "csv" else ["a"], options, whole=not head.endswith(b"2"))
     assert (said in found) if said else found == "", found
+
+
+def test_drift_is_looked_for_in_the_datasets_with_the_newest_files_only(
+    spark: Any, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One open file per dataset: a source of many directories has the ones with the newest files
+    looked at, up to ``DRIFT_LOOKS`` a run."""
+    from engine.sources import files
+
+    monkeypatch.setattr(files, "DRIFT_LOOKS", 2)
+    land = lake.parent / "land"
+    store = DeltaMetadataStore(spark, str(lake / "_engine")).ensure()
+    raw = {
+        "sources": {"in": {"type": "files", "format": "json", "path": str(land), "datasets": "directory"}},
+        "sinks": {"out": {"type": "delta", "path": "out"}},
+    }
+    for n, name in enumerate("abc"):
+        put(land / name / "1.json", JSON_1, mtime=T0 + n)
+    assert run_with(spark, raw, lake, store, run=1).summary()["status"] == "SUCCEEDED"
+    drifted = '{"id": 3, "amount": 3.5, "day": "c", "coupon": "X1"}\n'
+    for n, name in enumerate("abc"):
+        put(land / name / "2.json", drifted, mtime=T0 + 60 + n)
+    (dag,) = run_with(spark, raw, lake, store, run=2).summary()["dags"]
+    noted = sorted(d.rsplit("/", 1)[-1] for d, note in dag["notes"].items() if "schema drift" in note)
+    assert noted == ["b", "c"], dag["notes"]
