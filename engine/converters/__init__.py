@@ -29,7 +29,8 @@ CONVERTERS: Registry[ConverterConf, Converter] = Registry(
             conf.ParseTimestampConf,
             conf.DedupeConf,
         )
-    },
+    }
+    | {"lookup": PluginEntry(conf.LookupConf, "engine.converters.lookup:LookupConverter")},
 )
 
 __all__ = ["CONVERTERS"]

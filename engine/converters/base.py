@@ -65,6 +65,19 @@ class Converter(ABC):
     @abstractmethod
     def _apply(self, frame: DataFrame) -> DataFrame: ...
 
+    def pin(self, spark: SparkSession, version: int | None) -> None:
+        """Fix the version of what the step reads besides the records (a lookup's reference): the
+        given one (a re-executed plan's), or the latest. A step that reads nothing else: nothing."""
+
+    @property
+    def pinned(self) -> int | None:
+        """The version :meth:`pin` fixed; ``None`` for a step that reads nothing else."""
+        return None
+
+    def release(self) -> None:
+        """Free what the step holds for its run (a cached reference); called once the run's
+        records are published or given up."""
+
     def rule(self) -> Rule | None:
         """The rule a run counts for this step: one whose action is not ``reject`` or that has a
         ``max_rejected``; ``None`` for the others (a plain rejection costs the count nothing)."""

@@ -140,7 +140,7 @@ class DedupeConverter(Converter):
 
     def _apply(self, frame: DataFrame) -> DataFrame:
         c = self.conf
-        order = [_sort_column(o) for o in c.order_by] or [_col(k) for k in c.keys]
+        order = [sort_column(o) for o in c.order_by] or [_col(k) for k in c.keys]
         window = Window.partitionBy(*[_col(k) for k in c.keys], is_rejected()).orderBy(*order)
         duplicate = (F.row_number().over(window) > 1) & ~is_rejected()
         if c.on_duplicate == "drop":
@@ -149,7 +149,7 @@ class DedupeConverter(Converter):
         return reject(frame, duplicate, step=self.step, reason=f"duplicate of an earlier record with the same ({keys})")
 
 
-def _sort_column(text: str) -> Column:
+def sort_column(text: str) -> Column:
     expr, descending, nulls = conf.split_sort_order(text)
     column = F.expr(expr)
     if descending:

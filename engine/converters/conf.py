@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
-from engine.plugins.conf import PluginConf
+from engine.plugins.conf import Anchors, PluginConf
+from engine.plugins.lineage import DatasetName, of_path
+from engine.plugins.sizes import parse_bytes
 from engine.plugins.threshold import ThresholdValue
 
 Action = Literal["reject", "warn", "fail"]
@@ -22,6 +24,11 @@ class ConverterConf(PluginConf):
     def sql_expressions(self) -> list[str]:
         """The Spark SQL expressions this step evaluates (parsed by ``mode=validate``)."""
         return []
+
+    def inputs(self) -> dict[str, str]:
+        """The paths it reads (a lookup's reference), each with itself to compare with what an
+        upstream DAG writes (as :meth:`SourceConf.inputs <engine.sources.conf.SourceConf.inputs>`)."""
+        return {}
 
 
 class RuleConf(ConverterConf):
@@ -211,3 +218,66 @@ def split_sort_order(text: str) -> tuple[str, bool, str | None]:
     if len(words) > 1 and words[-1].upper() in ("ASC", "DESC"):
         descending, words = words[-1].upper() == "DESC", words[:-1]
     return " ".join(words), descending, nulls
+
+
+class LookupConf(ConverterConf):
+    """Enrich each record with columns of a reference table, matched on key columns.
+
+    .. code-block:: hocon
+
+        { type = lookup, path = ref/customers, on = [customer_id], columns = [name, segment],
+          prefix = "customer_", on_missing = reject }
+
+    The reference is read once per run, at one version (a Delta table's version, fixed when the
+    run first uses it), and broadcast to the join when its estimated size is at most
+    ``broadcast_max``. A record whose key matches no row is kept with nulls, rejected or dropped
+    (``on_missing``); a key matching several reference rows fails the batch (``duplicates =
+    fail``) or takes the first of them in ``order_by`` order (``duplicates = first``).
+    """
+
+    type: Literal["lookup"] = "lookup"
+    path: str
+    """The reference: a Delta table or files; relative paths are relative to the ``warehouse``."""
+    format: Literal["delta", "parquet", "csv", "json", "avro", "orc"] = "delta"
+    """How the reference is stored."""
+    options: dict[str, str | int | float | bool] = {}
+    """Spark reader options (``header = true`` for a CSV reference)."""
+    on: list[str] = Field(min_length=1)
+    """The key columns, named alike in the records and in the reference."""
+    columns: list[str] = []
+    """The reference columns each record gets; every one but the keys when empty."""
+    prefix: str = ""
+    """Put before each brought column's name (a record column of the same name is a config error)."""
+    on_missing: Literal["keep", "reject", "drop"] = "keep"
+    """A record without a match: ``keep`` (brought columns null), ``reject`` (to the error table,
+    the reason naming the lookup and the key values), ``drop`` (counted as dropped)."""
+    duplicates: Literal["fail", "first"] = "fail"
+    """A key with several reference rows: ``fail`` the batch when a record has it (naming the key),
+    or take the ``first`` row in ``order_by`` order."""
+    order_by: list[str] = []
+    """Spark SQL sort expressions over the reference choosing the ``first`` row; by default the
+    brought columns, ascending, so the choice does not depend on the reference's file order."""
+    broadcast_max: int | str = "64m"
+    """The largest estimated reference size broadcast to every executor (a shuffle join above it)."""
+
+    @field_validator("broadcast_max")
+    @classmethod
+    def _size(cls, value: int | str) -> int | str:
+        parse_bytes(value)  # a size that does not parse is a config error naming the key
+        return value
+
+    @property
+    def broadcast_bytes(self) -> int:
+        return parse_bytes(self.broadcast_max) or 0
+
+    def resolved(self, anchors: Anchors) -> LookupConf:
+        return self.model_copy(update={"path": anchors.under_warehouse(self.path)})
+
+    def sql_expressions(self) -> list[str]:
+        return [split_sort_order(o)[0] for o in self.order_by]
+
+    def inputs(self) -> dict[str, str]:
+        return {self.path: self.path}
+
+    def lineage(self) -> list[DatasetName]:
+        return [of_path(self.path)]

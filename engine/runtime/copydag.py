@@ -143,6 +143,7 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
+        references: dict[str, int] | None = None,
         inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> CopyPlan | None:
         """List and diff every dataset (an open plan of an earlier run is listed anew: what it

@@ -67,6 +67,9 @@ class DagPlan:
     planning found that the run needs (a schema and predicates, or listings and manifests)."""
 
     units: list[WorkUnit]
+    references: dict[str, int] = field(default_factory=dict)
+    """The version of each reference the steps read (a lookup's Delta table, by step), stored
+    with the plan so a re-executed batch reads what it read the first time."""
 
 
 @dataclass
@@ -192,10 +195,12 @@ class Dag(ABC, Generic[PlanT, ResultT]):
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
+        references: dict[str, int] | None = None,
         inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> PlanT | None:
         """This run's plan over the state in ``ctx`` (``reuse``: an open plan's units, taken
-        again); ``validate_only`` checks the config and returns ``None``."""
+        again, with the ``references`` it read); ``validate_only`` checks the config and returns
+        ``None``."""
 
     @abstractmethod
     def run(

@@ -209,6 +209,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         *,
         validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
+        references: dict[str, int] | None = None,
         inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> RecordsPlan | None:
         """Plan the run's work units (or take ``reuse``, an earlier run's stored plan) and check
@@ -217,7 +218,34 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         it is when some of ``inputs_may_not_exist``, the input paths an upstream DAG writes, are among
         the inputs: the source still checks the others, and what needs no input at all). A run skips
         the check when one with the same key passed before (:mod:`engine.runtime.chainkey`); with
-        nothing to read, it then reads no schema either."""
+        nothing to read, it then reads no schema either. A run's steps read their references
+        (:meth:`~engine.converters.base.Converter.pin`) at the versions of ``references``, or, for
+        a new plan with something to read, at the versions of now, kept in the plan."""
+        if ctx is not None and not validate_only:
+            for step in self.steps:
+                step.pin(spark, (references or {}).get(step.step))
+        plan = self._plan(
+            spark, ctx, validate_only=validate_only, reuse=reuse, inputs_may_not_exist=inputs_may_not_exist
+        )
+        if plan is not None and ctx is not None and not validate_only and any(not u.empty for u in plan.units):
+            plan.references = {s.step: v for s in self.steps if (v := s.pinned) is not None}
+            if reuse is None and plan.references:  # each dataset's status row says what it joined
+                read = plan.references.items()
+                said = "; ".join(f"step `{step}` read its reference at version {v}" for step, v in read)
+                for unit in plan.units:
+                    if not unit.empty:
+                        unit.note = "; ".join(n for n in (unit.note, said) if n)
+        return plan
+
+    def _plan(
+        self,
+        spark: SparkSession,
+        ctx: PlanContext | None,
+        *,
+        validate_only: bool,
+        reuse: list[WorkUnit] | None,
+        inputs_may_not_exist: frozenset[str],
+    ) -> RecordsPlan | None:
         settings = sql_settings(spark) if ctx is not None and not validate_only else []  # before any read
         self.source.check(spark, not_yet=inputs_may_not_exist)
         if validate_only and (inputs_may_not_exist or self._needs_inference()):
@@ -310,6 +338,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             for g in read:
                 if g.cached is not None:
                     g.cached.unpersist()
+            for step in self.steps:
+                step.release()
 
     def _read_groups(self, spark: SparkSession, run: _Run, groups: list[MultiWorkUnit]) -> list[_Group]:
         workers = min(len(groups), self.spec.work_units.parallelism)

@@ -178,7 +178,7 @@ class JobManager:
 
     def _plan_one(self, manager: MetadataManager, dag: AnyDag) -> PlannedDag:
         number, reuse = manager.batch(dag)
-        plan = dag.plan(self.spark, manager.context(dag), reuse=reuse)
+        plan = dag.plan(self.spark, manager.context(dag), reuse=reuse, references=manager.references(dag))
         assert plan is not None
         manager.planned_units(plan.units)
         return PlannedDag(dag, plan, BatchRef(manager.job, dag.name, number), reused=reuse is not None)
@@ -286,7 +286,7 @@ class JobManager:
         assert planned.plan is not None and planned.batch is not None
         board.move(dag.name, phases.RUNNING)
         batch = replace(planned.batch, epoch=job.metadata.store.log_epoch())
-        job.metadata.begin(dag, planned.plan.units, batch, reused=planned.reused)
+        job.metadata.begin(dag, planned.plan.units, batch, reused=planned.reused, references=planned.plan.references)
         session = child_session(self.spark)  # the DAG's own SQL settings and temporary views
         result: DagResult = dag.run(
             session,

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.commit import codec
 from engine.commit.batch import BatchRef
@@ -85,6 +85,7 @@ class MetadataManager:
         )
         """Publishes the DAGs' batches and writes the status rows; shares :attr:`commit_log`."""
         self._stale: list[LogRow] = []
+        self._references: dict[str, dict[str, int]] = {}
         """``abandoned`` rows for open plans that no longer fit, written with the next plan."""
         self._states: dict[tuple[str, str], dict[str, DatasetState]] = {}
         self.recovered: dict[str, list[int]] = {}
@@ -161,17 +162,34 @@ class MetadataManager:
             self._stale.append(self.commit_log.abandoned(dag.name, dag.scope, found.number, why))
             return dlog.next_batch(), None
         log.info("dag %s: re-executing the stored plan of batch %d", dag.name, found.number)
+        self._references[dag.name] = dict(body.get("references", {}))
         return found.number, units
 
-    def begin(self, dag: AnyDag, units: list[WorkUnit], batch: BatchRef, *, reused: bool) -> None:
-        """Store the batch plan before any data is read (a re-executed plan is already stored)."""
+    def references(self, dag: AnyDag) -> dict[str, int] | None:
+        """The reference versions the stored plan :meth:`batch` re-executes read (a lookup's,
+        by step), so the batch joins what it joined the first time; ``None`` for a new plan."""
+        return self._references.get(dag.name)
+
+    def begin(
+        self,
+        dag: AnyDag,
+        units: list[WorkUnit],
+        batch: BatchRef,
+        *,
+        reused: bool,
+        references: dict[str, int] | None = None,
+    ) -> None:
+        """Store the batch plan before any data is read (a re-executed plan is already stored),
+        with the versions of the references its steps read (:meth:`references`)."""
         rows = [r for r in self._stale if r.dag == dag.name]
         if not reused and any(not u.empty for u in units):
-            body = {
+            body: dict[str, Any] = {
                 "datasets": sorted(u.dataset for u in units if not u.empty),
                 "fingerprint": fingerprint(dag),
                 "units": codec.encode(units),
             }
+            if references:
+                body["references"] = references
             rows.append(self.commit_log.plan(dag.name, dag.scope, batch.number, body))
         if rows:
             self.commit_log.write(*rows)

@@ -15,22 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from engine.plugins.conf import Anchors, PluginConf, option_texts
 from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
+from engine.plugins.sizes import parse_bytes as parse_bytes
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
 from engine.sources.workunits import Budget
 
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _GLOB = re.compile(r"[*?\[{]")
-
-
-def parse_bytes(value: int | str | None) -> int | None:
-    """``1000``, ``"64m"``, ``"2g"``, ``"1.5gb"`` -> bytes."""
-    if value is None or isinstance(value, int):
-        return value
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", value.lower())
-    if not found:
-        raise ValueError(f"`{value}` is not a size (use e.g. 1000, 64m, 2g)")
-    return int(float(found.group(1)) * _UNITS[found.group(2)])
 
 
 def parse_seconds(value: float | int | str) -> float:

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
 
+from engine.converters.conf import ConverterConf
 from engine.plugins import PluginConf, PluginEntry
 from engine.plugins.threshold import Threshold, ThresholdValue
 from engine.sources.conf import LimitsConf, SourceConf
@@ -274,10 +275,12 @@ class DagSpec:
         return [*paths, self.error_table] if self.error_table else paths
 
     def inputs(self) -> dict[str, str]:
-        """What its source reads, as the source names it -> a path to compare with what others write."""
+        """What its source and its converters read (a lookup's reference), as each names it -> a
+        path to compare with what others write."""
         conf = self.source.conf
         assert isinstance(conf, SourceConf)  # a DAG's source spec holds its source's config
-        return conf.inputs()
+        steps = [path for s in self.steps if isinstance(s.conf, ConverterConf) for path in s.conf.inputs().items()]
+        return {**conf.inputs(), **dict(steps)}
 
 
 AnyDagSpec = DagSpec | CopyDagSpec

@@ -1,0 +1,154 @@
+"""Benchmark: the engine's ``lookup`` (a broadcast join with a reference Delta table) against the
+same enrichment written by hand in PySpark, in one process.
+
+Run from the repository root (after ``bash scripts/bootstrap.sh``)::
+
+    .venv/bin/python bench/lookup_vs_handwritten.py                         # 1M records, 3 rounds
+    .venv/bin/python bench/lookup_vs_handwritten.py --records 200000 --rounds 1
+
+Both sides run the ingest of ``bench/ingest_vs_handwritten.py`` (the same generated orders, the
+same checks) and enrich each order with its customer's ``segment`` and ``region`` from a reference
+Delta table of 50,000 customers: the engine with ``{ type = lookup, on = [customer] }``, the hand
+side with ``converted.join(broadcast(customers), "customer", "left")``. One untimed warm-up each,
+then alternating timed rounds; every round's tables are read back with ``deltalake`` and must hold
+the generator's valid and error counts, every valid order enriched. The last line on stdout is a
+one-line JSON of the figures; exit 1 when a count disagrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.ingest_vs_handwritten import OUT, cpu_clock, engine_job, ensure_data, hand_converted  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CUSTOMERS = 50_000
+"""The generator's customers: ``c00000`` .. ``c49999``."""
+
+
+def ensure_reference() -> Path:
+    """The customers' reference Delta table, written once with ``deltalake`` (not Spark)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    path = OUT / "data" / f"customers-{CUSTOMERS}"
+    if not (path / "_delta_log").exists():
+        rows = {
+            "customer": [f"c{c:05d}" for c in range(CUSTOMERS)],
+            "segment": ["big" if c % 7 == 0 else "small" for c in range(CUSTOMERS)],
+            "region": [("north", "south", "east", "west")[c % 4] for c in range(CUSTOMERS)],
+        }
+        write_deltalake(str(path), pa.table(rows))
+    return path
+
+
+def run_engine(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+    from engine.runtime import JobManager
+    from engine.spec import compile_job
+    from engine.state import InMemoryRunStore
+
+    job = engine_job(input_path, "DISK_ONLY")
+    job["converters"].append({"type": "lookup", "path": str(reference), "on": ["customer"]})
+    spec = compile_job(job, name="bench_orders", file=None, warehouse=str(out))
+    result = JobManager(spark).run(spec, f"bench-{uuid.uuid4().hex[:8]}", InMemoryRunStore())
+    if result.status != "SUCCEEDED":
+        raise RuntimeError(f"engine run failed: {result.summary()}")
+    return out / "orders"
+
+
+def run_hand(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    customers = spark.read.format("delta").load(str(reference))
+    converted = hand_converted(spark, input_path).join(F.broadcast(customers), "customer", "left")
+    converted = converted.persist(StorageLevel.DISK_ONLY)
+    try:
+        valid = converted.where(F.col("reason").isNull()).drop("reason", "record")
+        valid.write.format("delta").mode("append").save(str(out / "orders"))
+        errors = converted.where(F.col("reason").isNotNull()).select(
+            F.lit(out.name).alias("run_id"), "reason", "record", F.current_timestamp().alias("error_time")
+        )
+        errors.write.format("delta").mode("append").save(str(out / "_errors"))
+    finally:
+        converted.unpersist()
+    return out / "orders"
+
+
+def enriched(path: Path) -> tuple[int, int]:
+    """(rows, rows with a region) of the valid orders, read with ``deltalake``."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path)).to_pyarrow_table(columns=["region"])
+    return table.num_rows, table.num_rows - table.column("region").null_count
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    data_dir, manifest = ensure_data(args.records)
+    reference = ensure_reference()
+    from bench.session import start_spark
+
+    spark = start_spark()
+    shutil.rmtree(OUT / "runs", ignore_errors=True)
+    sides = {"engine": run_engine, "hand": run_hand}
+    figures: dict[str, list[tuple[float, float | None]]] = {"engine": [], "hand": []}
+    counts: set[tuple[str, int, int]] = set()
+    for n in range(args.rounds + 1):
+        for side, run in sides.items():
+            out = OUT / "runs" / f"lookup-{side}-{n}"
+            before, started = cpu_clock(), time.perf_counter()
+            valid = run(spark, str(data_dir), reference, out)
+            seconds, after = time.perf_counter() - started, cpu_clock()
+            cpu = after[1] - before[1] if before and after else None
+            rows, with_region = enriched(valid)
+            counts.add((side, rows, with_region))
+            label = "warm-up" if n == 0 else f"round {n}"
+            shown = "" if cpu is None else f"  cpu={cpu:.1f}s"
+            print(f"{label:>8} {side:<6} {seconds:7.2f}s  valid={rows:,} enriched={with_region:,}{shown}", flush=True)
+            if n:
+                figures[side].append((seconds, cpu))
+            shutil.rmtree(out, ignore_errors=True)
+    spark.stop()
+    rps = {s: statistics.median(args.records / sec for sec, _ in figures[s]) for s in figures}
+    cpus = {s: [c for _, c in figures[s] if c is not None] for s in figures}
+    cpu_ratio = statistics.median(cpus["hand"]) / statistics.median(cpus["engine"]) if all(cpus.values()) else None
+    ok = counts == {(s, manifest["valid"], manifest["valid"]) for s in sides}
+    ratio = rps["engine"] / rps["hand"]
+    print(f"median: engine {rps['engine']:,.0f} rec/s, hand {rps['hand']:,.0f} rec/s, engine/hand = {ratio:.3f}")
+    print(f"check: every valid order enriched on both sides -> {'OK' if ok else f'MISMATCH {sorted(counts)}'}")
+    summary = {
+        "records": args.records,
+        "rounds": args.rounds,
+        "engine_seconds": [round(s, 3) for s, _ in figures["engine"]],
+        "hand_seconds": [round(s, 3) for s, _ in figures["hand"]],
+        "ratio": round(ratio, 3),
+        "cpu_ratio": None if cpu_ratio is None else round(cpu_ratio, 3),
+        "goal": 0.95,
+        "counts_match": ok,
+    }
+    print(json.dumps(summary), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""``lookup``: each record enriched with the columns of a reference table, matched on keys.
+
+The reference is read once per run: the first use fixes it (a Delta table at its version of that
+moment) and caches the rows the join needs, so every work-unit group of the run joins the same
+snapshot. It is broadcast when Spark estimates it at
+most ``broadcast_max``, else joined with a shuffle.
+
+No Python runs per record: the join, the match test and the rejection reason are Spark
+expressions. A key with several reference rows fails the batch through ``raise_error`` when a
+record carries it (``duplicates = fail``): the check rides on the error column every record's
+fate is read from, so the optimizer cannot prune it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from engine.converters import conf
+from engine.converters.base import Converter, first_line
+from engine.converters.builtins import sort_column
+from engine.converters.conf import LookupConf
+from engine.converters.frame import DROPPED, ERRORS, is_rejected, reject
+from engine.errors import ConfigError
+from engine.plugins.conf import option_texts
+from engine.storage.hadoop import HadoopFs
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+_KEY = "__engine_lookup_key_{}"
+_FOUND = "__engine_lookup_found"
+_COUNT = "__engine_lookup_rows"
+
+
+class LookupConverter(Converter):
+    """See :class:`~engine.converters.conf.LookupConf`."""
+
+    Conf = conf.LookupConf
+    conf: conf.LookupConf
+
+    def __init__(self, config: LookupConf, *, step: str, key: str) -> None:
+        super().__init__(config, step=step, key=key)
+        self._reference: DataFrame | None = None
+        self._broadcast = False
+        self._version: int | None = None
+        self.snapshot: str | None = None
+        """What the run read: ``<path>@<version>`` of a Delta reference, the path of files."""
+
+    def pin(self, spark: SparkSession, version: int | None) -> None:
+        c = self.conf
+        if c.format != "delta":
+            return  # files have no version: a run reads the files there are when it first uses them
+        if version is None:
+            version = HadoopFs(spark).delta_version(c.path)
+            if version < 0:
+                raise ConfigError(f"converter `{self.step}`: no Delta table at {c.path}", key=f"{self.key}.path")
+        if version != self._version:
+            self.release()  # a cached reference of another version
+        self._version = version
+
+    @property
+    def pinned(self) -> int | None:
+        return self._version
+
+    def release(self) -> None:
+        if self._reference is not None:
+            self._reference.unpersist()
+            self._reference = None
+
+    def _apply(self, frame: DataFrame) -> DataFrame:
+        c = self.conf
+        missing = [k for k in c.on if k not in frame.columns]
+        if missing:
+            raise ConfigError(
+                f"converter `{self.step}`: key column(s) {', '.join(missing)} not in the records; "
+                f"their columns: {', '.join(frame.columns)}",
+                key=f"{self.key}.on",
+            )
+        reference = self._prepared(frame.sparkSession)
+        brought = [n for n in reference.columns if n not in (_FOUND, _COUNT) and not n.startswith("__engine_lookup_")]
+        clash = [n for n in brought if n in frame.columns]
+        if clash:
+            raise ConfigError(
+                f"converter `{self.step}`: the records already have column(s) {', '.join(clash)}; "
+                f"set {self.key}.prefix to bring them under other names",
+                key=f"{self.key}.prefix",
+            )
+        match = [F.col(f"`{k}`") == F.col(_KEY.format(i)) for i, k in enumerate(c.on)]
+        joined = frame.join(reference, on=_all(match), how="left")
+        found = F.coalesce(F.col(_FOUND), F.lit(False))
+        if c.duplicates == "fail":
+            joined = joined.withColumn(ERRORS, F.when(F.col(_COUNT) > 1, self._too_many()).otherwise(F.col(ERRORS)))
+        if c.on_missing == "reject":
+            joined = reject(joined, ~found, step=self.step, reason=self._no_match())
+        elif c.on_missing == "drop":
+            joined = joined.withColumn(DROPPED, F.col(DROPPED) | (~found & ~is_rejected()))
+        return joined.drop(*[n for n in reference.columns if n not in brought])
+
+    def _prepared(self, spark: SparkSession) -> DataFrame:
+        """The reference's key and brought columns, one row per key (``duplicates = first``) or
+        with each key's row count (``fail``); read, checked and cached on the run's first use."""
+        if self._reference is None:
+            reference = self._keyed(self._read(spark))
+            size = _estimated_size(reference)
+            self._broadcast = size is not None and size <= self.conf.broadcast_bytes
+            how = "broadcast" if self._broadcast else "shuffled"
+            log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, self.snapshot, size, how)
+            self._reference = reference.cache()
+        return F.broadcast(self._reference) if self._broadcast else self._reference
+
+    def _read(self, spark: SparkSession) -> DataFrame:
+        c = self.conf
+        reader = spark.read.format(c.format).options(**option_texts(c.options))
+        if c.format == "delta":
+            if self._version is None:
+                self.pin(spark, None)
+            reader = reader.option("versionAsOf", self._version)
+            self.snapshot = f"{c.path}@{self._version}"
+        else:
+            self.snapshot = c.path
+        try:
+            return reader.load(c.path)
+        except AnalysisException as exc:
+            raise ConfigError(
+                f"converter `{self.step}`: cannot read the reference {c.path}: {first_line(exc)}",
+                key=f"{self.key}.path",
+            ) from exc
+
+    def _keyed(self, reference: DataFrame) -> DataFrame:
+        c = self.conf
+        absent = [n for n in [*c.on, *c.columns] if n not in reference.columns]
+        if absent:
+            raise ConfigError(
+                f"converter `{self.step}`: the reference {c.path} has no column(s) {', '.join(absent)}; "
+                f"its columns: {', '.join(reference.columns)}",
+                key=f"{self.key}.{'on' if absent[0] in c.on else 'columns'}",
+            )
+        names = c.columns or [n for n in reference.columns if n not in c.on]
+        keys = [F.col(f"`{k}`").alias(_KEY.format(i)) for i, k in enumerate(c.on)]
+        brought = [F.col(f"`{n}`").alias(f"{c.prefix}{n}") for n in names]
+        by_key = Window.partitionBy(*[F.col(_KEY.format(i)) for i in range(len(c.on))])
+        if c.duplicates == "first":
+            order = [sort_column(o) for o in c.order_by] or [F.col(f"`{c.prefix}{n}`").asc() for n in names]
+            ranked = reference.select(*keys, *brought).withColumn(
+                "__engine_lookup_rank",
+                F.row_number().over(by_key.orderBy(*order) if order else by_key.orderBy(F.lit(1))),
+            )
+            first = ranked.where(F.col("__engine_lookup_rank") == 1).drop("__engine_lookup_rank")
+            return first.withColumn(_FOUND, F.lit(True))
+        counted = reference.select(*keys, *brought).withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
+        return counted.withColumn(_FOUND, F.lit(True))
+
+    def _values(self) -> Column:
+        """The record's key values as text: ``(a, b) = (1, x)``."""
+        values = F.concat_ws(", ", *[F.coalesce(F.col(f"`{k}`").cast("string"), F.lit("null")) for k in self.conf.on])
+        return F.concat(F.lit(f"({', '.join(self.conf.on)}) = ("), values, F.lit(")"))
+
+    def _no_match(self) -> Column:
+        return F.concat(F.lit(f"lookup `{self.step}`: no row of {self.conf.path} with "), self._values())
+
+    def _too_many(self) -> Column:
+        said = F.concat(
+            F.lit(f"converter `{self.step}` ({self.key}): "),
+            self._values(),
+            F.lit(" matches "),
+            F.col(_COUNT).cast("string"),
+            F.lit(f" rows of the reference {self.conf.path}; fix it, or set {self.key}.duplicates = first"),
+        )
+        return F.raise_error(said).cast("array<struct<step:string,reason:string>>")
+
+
+def _all(conditions: list[Column]) -> Column:
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = out & c
+    return out
+
+
+def _estimated_size(frame: DataFrame) -> int | None:
+    """Spark's estimate of ``frame``'s size (from file sizes and the log: no job); ``None`` when
+    it has none."""
+    try:
+        return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # an estimate is a hint: without one, Spark chooses the join itself
+        return None

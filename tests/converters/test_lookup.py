@@ -1,0 +1,225 @@
+"""``lookup`` on real Spark and Delta, checked against the same join computed in pandas: records
+kept with nulls, rejected with a reason naming the key, or dropped when the reference has no row
+for them; a key with several reference rows fails the batch or takes its first row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from engine.errors import ConfigError
+from tests.helpers import compile_dict, json_job, run_dict, write_jsonl
+
+ORDERS = [{"id": i, "customer_id": (i * 7) % 60, "amount": float(i)} for i in range(200)]
+"""200 orders of customers 0..59; the reference knows customers 0..49 only."""
+CUSTOMERS = [{"customer_id": c, "name": f"c{c}", "segment": "big" if c % 3 == 0 else "small"} for c in range(50)]
+
+
+def _reference(lake: Path, rows: list[dict[str, Any]] = CUSTOMERS) -> str:
+    path = lake / "ref" / "customers"
+    write_deltalake(str(path), pa.Table.from_pylist(rows), mode="overwrite")
+    return "ref/customers"  # relative: under the warehouse
+
+
+def _run(spark: Any, lake: Path, lookup: dict[str, Any], rows: list[dict[str, Any]] = ORDERS) -> Any:
+    src = write_jsonl(lake.parent / "in" / "orders.json", rows)  # type: ignore[arg-type]
+    job = json_job(src, [{"type": "lookup", "name": "customer", **lookup}], source={"schema": _SCHEMA})
+    result, _ = run_dict(spark, job, lake)
+    return result
+
+
+_SCHEMA = "id BIGINT, customer_id BIGINT, amount DOUBLE"
+
+
+def _table(path: Path) -> pd.DataFrame:
+    if not (path / "_delta_log").exists():
+        return pd.DataFrame()
+    return DeltaTable(str(path)).to_pandas()
+
+
+def _expected(how: str) -> pd.DataFrame:
+    merged = pd.DataFrame(ORDERS).merge(pd.DataFrame(CUSTOMERS), on="customer_id", how=how)
+    return merged.sort_values("id").reset_index(drop=True)
+
+
+def _out(lake: Path, columns: list[str]) -> pd.DataFrame:
+    return _table(lake / "out")[columns].sort_values("id").reset_index(drop=True)
+
+
+def test_keep_brings_the_columns_and_leaves_nulls_where_nothing_matches(spark: Any, lake: Path) -> None:
+    result = _run(spark, lake, {"path": _reference(lake), "on": ["customer_id"]})
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    (note,) = result.summary()["dags"][0]["notes"].values()  # in the dataset's status row too
+    assert note == "step `customer` read its reference at version 0", note
+    want = _expected("left")
+    got = _out(lake, list(want.columns))
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    assert int(got["name"].isna().sum()) == sum(1 for o in ORDERS if o["customer_id"] >= 50)
+
+
+def test_reject_sends_the_unmatched_to_the_error_table_naming_the_key(spark: Any, lake: Path) -> None:
+    lookup = {"path": _reference(lake), "on": ["customer_id"], "columns": ["name"], "on_missing": "reject"}
+    result = _run(spark, lake, lookup)
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    want = _expected("inner")[["id", "customer_id", "amount", "name"]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want, check_dtype=False)
+    errors = _table(lake / "_errors" / "t")
+    unmatched = sorted(o["id"] for o in ORDERS if o["customer_id"] >= 50)
+    assert sorted(json.loads(r)["id"] for r in errors["record"]) == unmatched
+    some = errors.iloc[0]
+    key = json.loads(some["record"])["customer_id"]
+    assert list(some["reasons"]) == [
+        f"customer: lookup `customer`: no row of {lake / 'ref' / 'customers'} with (customer_id) = ({key})"
+    ]
+    assert result.summary()["dags"][0]["records_rejected"] == len(unmatched)
+
+
+def test_drop_counts_the_unmatched_as_dropped(spark: Any, lake: Path) -> None:
+    lookup = {"path": _reference(lake), "on": ["customer_id"], "prefix": "customer_", "on_missing": "drop"}
+    result = _run(spark, lake, lookup)
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    want = _expected("inner").rename(columns={"name": "customer_name", "segment": "customer_segment"})
+    pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want.reset_index(drop=True), check_dtype=False)
+    (dag,) = result.summary()["dags"]
+    assert dag["records_dropped"] == sum(1 for o in ORDERS if o["customer_id"] >= 50), dag
+    assert _table(lake / "_errors" / "t").empty
+
+
+def test_a_key_with_several_reference_rows_fails_the_batch_or_takes_the_first(spark: Any, lake: Path) -> None:
+    twice = [*CUSTOMERS, {"customer_id": 7, "name": "a-c7", "segment": "other"}]
+    failed = _run(spark, lake, {"path": _reference(lake, twice), "on": ["customer_id"]})
+    (dag,) = failed.dags
+    assert failed.status == "FAILED"
+    assert "(customer_id) = (7) matches 2 rows of the reference" in dag.message, dag.message
+    assert "duplicates = first" in dag.message
+    assert _table(lake / "out").empty  # nothing published
+
+    first = _run(
+        spark, lake / "first", {"path": _reference(lake / "first", twice), "on": ["customer_id"], "duplicates": "first"}
+    )
+    assert first.status == "SUCCEEDED", first.dags[0].message
+    out = _table(lake / "first" / "out")
+    assert set(out.loc[out["customer_id"] == 7, "name"]) == {"a-c7"}  # the first by name, ascending
+    assert len(out) == len(ORDERS)  # no record doubled
+
+
+@pytest.mark.parametrize(
+    ("lookup", "key", "said"),
+    [
+        ({"on": ["client"]}, "converters[0].on", "key column(s) client not in the records"),
+        ({"on": ["customer_id"], "columns": ["nope"]}, "converters[0].columns", "has no column(s) nope"),
+        ({"on": ["customer_id"], "path": "ref/none"}, "converters[0].path", "no Delta table at"),
+    ],
+)
+def test_mistakes_are_config_errors_naming_the_key(
+    spark: Any, lake: Path, lookup: dict[str, Any], key: str, said: str
+) -> None:
+    from engine.runtime import JobManager
+    from engine.state import InMemoryRunStore
+
+    src = write_jsonl(lake.parent / "in" / "orders.json", ORDERS[:5])  # type: ignore[arg-type]
+    conf = {"path": _reference(lake), **lookup}
+    job = json_job(src, [{"type": "lookup", **conf}], source={"schema": _SCHEMA})
+    with pytest.raises(ConfigError) as raised:
+        JobManager(spark).run(compile_dict(job, lake), "run-1", InMemoryRunStore())
+    assert raised.value.key is not None and raised.value.key.endswith(key), raised.value
+    assert said in str(raised.value)
+
+
+def test_the_reference_is_read_once_a_run_whatever_the_groups_and_broadcast(spark: Any, lake: Path) -> None:
+    """Three datasets in three work-unit groups: one scan of the reference's files (the
+    first group's read caches it), and each group's join is a broadcast hash join."""
+    from tests.sqllog import SqlLog
+
+    inbox = lake.parent / "in"
+    for d in "abc":
+        write_jsonl(inbox / d / "orders.json", ORDERS[:50])  # type: ignore[arg-type]
+    job = json_job(
+        inbox,
+        [{"type": "lookup", "path": _reference(lake), "on": ["customer_id"]}],
+        source={"schema": _SCHEMA, "datasets": "directory"},
+        work_units={"max_groups": 3},
+    )
+    log = SqlLog(spark)
+    result, _ = run_dict(spark, job, lake)
+    assert result.status == "SUCCEEDED", result.summary()
+    executions = log.executions()
+    scans = [
+        n.metrics.get("number of files read", "0")
+        for e in executions
+        for n in e.nodes
+        if n.name.startswith("Scan parquet")
+        and "ReadSchema: struct<customer_id:bigint,name" in n.desc  # the reference's (paths are cut short)
+        and n.metrics.get("number of files read", "0") != "0"
+    ]  # (the cached plan's scan shows again, reading nothing, under each read of the cache)
+    assert scans == ["1"], scans
+    joins = {n.name for e in executions for n in e.nodes if "Join" in n.name}
+    assert joins == {"BroadcastHashJoin"}, joins
+    assert len(_table(lake / "out")) == 150
+
+
+def test_a_batch_re_executed_after_a_crash_joins_the_reference_version_it_planned(spark: Any, tmp_path: Path) -> None:
+    """The reference's version is kept with the batch plan, as its input files are: a crash once
+    the plan is stored, a new version of the reference, then the rerun re-executes the stored plan
+    as it was (the batch joined with the version it was planned with); the next batch joins the
+    new one."""
+    import yaml
+
+    from tests.commit.harness import JOB, Inputs, crash_run, run_here, write_job
+
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh)
+    days = [f"2026-11-0{d}" for d in (1, 2, 3)]
+    write_deltalake(str(wh / "ref" / "days"), pa.Table.from_pylist([{"day": d, "label": "v1"} for d in days]))
+    path = jobs / f"{JOB}.yaml"
+    job = yaml.safe_load(path.read_text())
+    job["converters"].append({"type": "lookup", "path": "ref/days", "on": ["day"]})
+    path.write_text(yaml.safe_dump(job))
+    inputs = Inputs(wh)
+    inputs.add("a", 30)
+    crashed = crash_run(jobs, wh, kill_at="after_plan_saved")
+    assert crashed.returncode == -9, crashed.stderr[-3000:]
+
+    write_deltalake(
+        str(wh / "ref" / "days"), pa.Table.from_pylist([{"day": d, "label": "v2"} for d in days]), mode="overwrite"
+    )
+    code, rerun = run_here(jobs, wh)
+    assert (code, rerun["status"]) == (0, "SUCCEEDED"), rerun
+    first = set(inputs.good)
+    lake = DeltaTable(str(wh / "out" / "lake")).to_pandas()
+    assert set(lake["id"]) == first and set(lake["label"]) == {"v1"}, lake.groupby("label").size()
+    js = [json.loads(line) for f in sorted((wh / "out" / "js").glob("*.json")) for line in f.read_text().splitlines()]
+    assert {r["label"] for r in js} == {"v1"} and {r["id"] for r in js} == first
+
+    inputs.add("b", 10)
+    code, later = run_here(jobs, wh)
+    assert (code, later["status"]) == (0, "SUCCEEDED"), later
+    lake = DeltaTable(str(wh / "out" / "lake")).to_pandas()
+    assert set(lake.loc[~lake["id"].isin(first), "label"]) == {"v2"}
+
+
+def test_a_brought_column_the_records_have_is_a_config_error_until_prefixed(spark: Any, lake: Path) -> None:
+    from engine.runtime import JobManager
+    from engine.state import InMemoryRunStore
+
+    src = write_jsonl(lake.parent / "in" / "orders.json", ORDERS[:5])  # type: ignore[arg-type]
+    rows = [{"customer_id": c, "amount": 1.0} for c in range(50)]
+    job = json_job(
+        src, [{"type": "lookup", "path": _reference(lake, rows), "on": ["customer_id"]}], source={"schema": _SCHEMA}
+    )
+    with pytest.raises(ConfigError) as raised:
+        JobManager(spark).run(compile_dict(job, lake), "run-1", InMemoryRunStore())
+    assert raised.value.key is not None and raised.value.key.endswith("converters[0].prefix")
+    assert "already have column(s) amount" in str(raised.value)
+
+    job["converters"][0]["prefix"] = "ref_"
+    result = JobManager(spark).run(compile_dict(job, lake), "run-2", InMemoryRunStore())
+    assert result.status == "SUCCEEDED", result.summary()
+    out = _table(lake / "out")
+    assert list(out.sort_values("id")["ref_amount"]) == [1.0] * 5
