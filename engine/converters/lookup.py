@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 _KEY = "__engine_lookup_key_{}"
 _FOUND = "__engine_lookup_found"
 _COUNT = "__engine_lookup_rows"
+_RANK = "__engine_lookup_rank"
 
 
 class LookupConverter(Converter):
@@ -145,15 +146,12 @@ class LookupConverter(Converter):
         names = c.columns or [n for n in reference.columns if n not in c.on]
         keys = [F.col(f"`{k}`").alias(_KEY.format(i)) for i, k in enumerate(c.on)]
         brought = [F.col(f"`{n}`").alias(f"{c.prefix}{n}") for n in names]
+        if c.duplicates == "first":  # ranked over the reference's own column names
+            order = [sort_column(o) for o in c.order_by] or [F.col(f"`{n}`").asc() for n in names] or [F.lit(1)]
+            by_key = Window.partitionBy(*[F.col(f"`{k}`") for k in c.on]).orderBy(*order)
+            first = reference.withColumn(_RANK, F.row_number().over(by_key)).where(F.col(_RANK) == 1)
+            return first.select(*keys, *brought).withColumn(_FOUND, F.lit(True))
         by_key = Window.partitionBy(*[F.col(_KEY.format(i)) for i in range(len(c.on))])
-        if c.duplicates == "first":
-            order = [sort_column(o) for o in c.order_by] or [F.col(f"`{c.prefix}{n}`").asc() for n in names]
-            ranked = reference.select(*keys, *brought).withColumn(
-                "__engine_lookup_rank",
-                F.row_number().over(by_key.orderBy(*order) if order else by_key.orderBy(F.lit(1))),
-            )
-            first = ranked.where(F.col("__engine_lookup_rank") == 1).drop("__engine_lookup_rank")
-            return first.withColumn(_FOUND, F.lit(True))
         counted = reference.select(*keys, *brought).withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
         return counted.withColumn(_FOUND, F.lit(True))
 

@@ -108,6 +108,12 @@ def test_a_key_with_several_reference_rows_fails_the_batch_or_takes_the_first(sp
     assert set(out.loc[out["customer_id"] == 7, "name"]) == {"a-c7"}  # the first by name, ascending
     assert len(out) == len(ORDERS)  # no record doubled
 
+    last = {"on": ["customer_id"], "duplicates": "first", "order_by": ["name DESC"], "prefix": "c_"}
+    by_name = _run(spark, lake / "last", {"path": _reference(lake / "last", twice), **last})
+    assert by_name.status == "SUCCEEDED", by_name.dags[0].message
+    out = _table(lake / "last" / "out")
+    assert set(out.loc[out["customer_id"] == 7, "c_name"]) == {"c7"}  # order_by names the reference's columns
+
 
 @pytest.mark.parametrize(
     ("lookup", "key", "said"),
@@ -223,3 +229,21 @@ def test_a_brought_column_the_records_have_is_a_config_error_until_prefixed(spar
     assert result.status == "SUCCEEDED", result.summary()
     out = _table(lake / "out")
     assert list(out.sort_values("id")["ref_amount"]) == [1.0] * 5
+
+
+def test_a_csv_reference_is_read_with_its_options(spark: Any, lake: Path) -> None:
+    ref = lake / "ref" / "customers.csv"
+    ref.parent.mkdir(parents=True)
+    ref.write_text("customer_id,name\n" + "".join(f"{c['customer_id']},{c['name']}\n" for c in CUSTOMERS))
+    lookup = {
+        "path": "ref/customers.csv",
+        "format": "csv",
+        "options": {"header": True, "inferSchema": True},
+        "on": ["customer_id"],
+        "on_missing": "drop",
+    }
+    result = _run(spark, lake, lookup)
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    want = _expected("inner")[["id", "customer_id", "amount", "name"]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want, check_dtype=False)
+    assert result.summary()["dags"][0]["notes"] == {}  # files have no version to note
