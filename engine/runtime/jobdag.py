@@ -249,7 +249,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         settings = sql_settings(spark) if ctx is not None and not validate_only else []  # before any read
         self.source.check(spark, not_yet=inputs_may_not_exist)
         if validate_only and (inputs_may_not_exist or self._needs_inference()):
-            if self.source.declared_schema() is not None:
+            upstream = {p for st in self.steps for p in st.conf.inputs()} & inputs_may_not_exist
+            if self.source.declared_schema() is not None and not upstream:  # a lookup's may not exist yet
                 self._check_chain(spark, self.source.schema(spark, None))
                 return None
             self._parse_only(spark)

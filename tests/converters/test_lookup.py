@@ -247,3 +247,24 @@ def test_a_csv_reference_is_read_with_its_options(spark: Any, lake: Path) -> Non
     want = _expected("inner")[["id", "customer_id", "amount", "name"]].reset_index(drop=True)
     pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want, check_dtype=False)
     assert result.summary()["dags"][0]["notes"] == {}  # files have no version to note
+
+
+def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp_path: Path) -> None:
+    """``jobs/demo/orders_enriched``: the customers DAG writes the reference, then the orders DAG
+    looks every order's customer up in it; checked against the demo's CSV read with ``csv``."""
+    import csv
+
+    from tests.commit.harness import REPO, run_here
+
+    code, summary = run_here(REPO / "jobs", tmp_path, job="demo/orders_enriched")
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    names = {r["customer_id"]: r["name"] for r in csv.DictReader((REPO / "jobs/demo/data/customers.csv").open())}
+    out = _table(tmp_path / "orders_enriched")
+    assert len(out) > 0 and out["customer_name"].notna().all()
+    assert all(names[c] == n for c, n in zip(out["customer_id"], out["customer_name"], strict=True))
+    lines = (REPO / "jobs/demo/data/orders.json").read_text().splitlines()
+    dags = {d["name"]: d for d in summary["dags"]}
+    assert dags["orders"]["records_read"] == len(lines)
+    errors = _table(tmp_path / "_errors" / "orders_enriched")
+    unknown = errors[errors["step"] == "customer"]
+    assert {json.loads(r)["customer"] for r in unknown["record"]} == {"c006"}  # nameless: not a customer (as read)
