@@ -254,10 +254,16 @@ def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp
     looks every order's customer up in it; checked against the demo's CSV read with ``csv``."""
     import csv
 
+    from tests.cli.test_lineage import read_file, validate
     from tests.commit.harness import REPO, run_here
 
-    code, summary = run_here(REPO / "jobs", tmp_path, job="demo/orders_enriched")
+    events = tmp_path / "lineage.jsonl"
+    code, summary = run_here(REPO / "jobs", tmp_path, f"lineage.file={events}", job="demo/orders_enriched")
     assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    (done,) = [e for e in read_file(events) if e["eventType"] == "COMPLETE" and e["job"]["name"].endswith("orders")]
+    validate(done)
+    inputs = [d["name"] for d in done["inputs"]]
+    assert inputs[1:] == [str(tmp_path / "reference" / "customers")], inputs  # the source's, then the reference
     names = {r["customer_id"]: r["name"] for r in csv.DictReader((REPO / "jobs/demo/data/customers.csv").open())}
     out = _table(tmp_path / "orders_enriched")
     assert len(out) > 0 and out["customer_name"].notna().all()
