@@ -118,7 +118,8 @@ class Fork:
         out = {}
         for row in rows:
             values = row.asDict()
-            out[values.pop("__dataset")] = self._counts(values)
+            dataset = values.pop("__dataset")  # before the counts read the rest
+            out[dataset] = self._counts(values)
         return out
 
     def _gated(
