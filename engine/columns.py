@@ -4,6 +4,12 @@ runtime (a module without imports, so every layer may import it)."""
 DATASET = "__engine_dataset"
 """The dataset URN of each record, added by the source (state and counts are kept per dataset)."""
 
+ERRORS = "__engine_errors"
+"""The (step, reason) entries of a record's rejections: empty for a valid record."""
+
+DROPPED = "__engine_dropped"
+"""Whether a step dropped the record on purpose (counted, neither published nor rejected)."""
+
 FILE = "__engine_file"
 """The file each record was read from (``""`` for sources that read no files): taken at the read,
 where Spark still knows it, so that a rejected record's id in the error table can name its place.

@@ -30,7 +30,10 @@ CONVERTERS: Registry[ConverterConf, Converter] = Registry(
             conf.DedupeConf,
         )
     }
-    | {"lookup": PluginEntry(conf.LookupConf, "engine.converters.lookup:LookupConverter")},
+    | {
+        "lookup": PluginEntry(conf.LookupConf, "engine.converters.lookup:LookupConverter"),
+        "sql": PluginEntry(conf.SqlConf, "engine.converters.sql:SqlConverter"),
+    },
 )
 
 __all__ = ["CONVERTERS"]

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
+from engine.converters.sqltext import Refused, parsed
 from engine.plugins.conf import Anchors, PluginConf
 from engine.plugins.lineage import DatasetName, of_path
 from engine.plugins.sizes import parse_bytes
@@ -186,6 +187,36 @@ class ParseTimestampConf(RuleConf):
     """A Spark datetime pattern; ISO-8601 when unset."""
     target: str | None = None
     """The column to write; the source column itself when unset."""
+
+
+class SqlConf(ConverterConf):
+    """A Spark SQL query over the records so far, which it names ``input``.
+
+    .. code-block:: hocon
+
+        { type = sql, statement = "SELECT *, amount * qty AS total FROM input WHERE qty > 0" }
+
+    The engine's columns (the raw record, its dataset) ride through the statement unnamed, so a
+    later step may still reject a record with its raw text. A record the statement filters out is
+    counted as dropped. Window functions and aggregations see one run's live records of one dataset
+    (the batch); an aggregating statement's rows are new records, and the records it did not read
+    (rejected or dropped before it) still reach the error table and the counts.
+    """
+
+    type: Literal["sql"] = "sql"
+    statement: str
+    """One SELECT (``WITH`` allowed) reading only ``input`` and its own ``WITH`` names. Not allowed:
+    other tables, table functions, ``LIMIT``, set operations (``UNION``), subqueries in
+    expressions, joins of the records other than ``LEFT JOIN``, generators (``explode``)."""
+
+    @field_validator("statement")
+    @classmethod
+    def _query(cls, value: str) -> str:
+        try:
+            parsed(value)
+        except Refused as exc:
+            raise ValueError(f"the statement {exc}") from exc
+        return value
 
 
 class DedupeConf(ConverterConf):

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from engine.columns import DATASET as DATASET
+from engine.columns import DROPPED as DROPPED
+from engine.columns import ERRORS as ERRORS
 from engine.columns import FILE as FILE
 from engine.columns import READ_STEP as READ_STEP
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-ERRORS = "__engine_errors"
 SOURCE = "__engine_source"
 RAW = "__engine_raw"
 RECORD = "__engine_record"
-DROPPED = "__engine_dropped"
 WARNINGS = "__engine_warnings"
 """The rules (step names) a record failed without being rejected (``action = warn`` or ``fail``):
 added by the first such rule, so a chain without one carries nothing for it."""
@@ -68,18 +68,21 @@ RECORD_JSON = {
 
 
 def reject(df: DataFrame, bad: Column, *, step: str, reason: Column | str) -> DataFrame:
-    """Add ``(step, reason)`` to the errors of records where ``bad`` is true."""
+    """Add ``(step, reason)`` to the errors of records where ``bad`` is true. A record an earlier
+    step dropped is out of the stream: no later step rejects it (it stays counted as dropped)."""
     why = F.lit(reason) if isinstance(reason, str) else reason
     entry = F.struct(F.lit(step).alias("step"), why.alias("reason"))
-    return df.withColumn(ERRORS, F.when(bad, F.array_append(F.col(ERRORS), entry)).otherwise(F.col(ERRORS)))
+    judged = bad & ~F.col(DROPPED)
+    return df.withColumn(ERRORS, F.when(judged, F.array_append(F.col(ERRORS), entry)).otherwise(F.col(ERRORS)))
 
 
 def warn(df: DataFrame, bad: Column, *, step: str) -> DataFrame:
-    """Add ``step`` to the warnings of records where ``bad`` is true; they stay valid."""
+    """Add ``step`` to the warnings of records where ``bad`` is true; they stay valid. A dropped
+    record is not warned of (as :func:`reject`)."""
     if WARNINGS not in df.columns:
         df = df.withColumn(WARNINGS, F.array().cast("array<string>"))
     flagged = F.array_append(F.col(WARNINGS), F.lit(step))
-    return df.withColumn(WARNINGS, F.when(bad, flagged).otherwise(F.col(WARNINGS)))
+    return df.withColumn(WARNINGS, F.when(bad & ~F.col(DROPPED), flagged).otherwise(F.col(WARNINGS)))
 
 
 def flagged(step: str, *, rejected: bool) -> Column:
@@ -87,6 +90,11 @@ def flagged(step: str, *, rejected: bool) -> Column:
     if rejected:
         return F.exists(F.col(ERRORS), lambda e: e["step"] == F.lit(step))
     return F.array_contains(F.col(WARNINGS), step)
+
+
+def no_errors() -> Column:
+    """The errors of a record no step rejected."""
+    return F.array().cast(_ERRORS_TYPE)
 
 
 def is_rejected() -> Column:
