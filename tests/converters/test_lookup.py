@@ -274,3 +274,13 @@ def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp
     errors = _table(tmp_path / "_errors" / "orders_enriched")
     unknown = errors[errors["step"] == "customer"]
     assert {json.loads(r)["customer"] for r in unknown["record"]} == {"c006"}  # nameless: not a customer (as read)
+
+    # the SQL step: each customer's orders numbered and totalled over the published ones (the
+    # orders of no amount it leaves out are counted as dropped, not published nor rejected)
+    assert (out["amount"] > 0).all()
+    for _, orders in out.sort_values(["created_at", "order_id"]).groupby("customer_id"):
+        assert list(orders["customer_order_no"]) == list(range(1, len(orders) + 1))
+        assert set(orders["customer_total"]) == {orders["amount"].sum()}
+    nothing = [line for line in lines if '"amount": "-' in line or '"amount": "0.00"' in line]
+    assert dags["orders"]["records_dropped"] == len(nothing) > 0
+    assert dags["orders"]["records_read"] == len(out) + dags["orders"]["records_rejected"] + len(nothing)
