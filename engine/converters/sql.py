@@ -77,12 +77,16 @@ class SqlConverter(Converter):
             plan = rewrite(self.conf.statement, data, engine)
         except Refused as exc:
             raise ConfigError(f"converter `{self.step}`: the statement {exc}", key=key) from exc
-        if not plan.aggregating:
-            return _analysed(frame, plan.sql)
-        frame = frame.persist()
-        with self._lock:
-            self._persisted.append(frame)
-        return _with_unread(frame, _analysed(frame, plan.sql))
+        if plan.aggregating:
+            frame = frame.persist()
+            with self._lock:
+                self._persisted.append(frame)
+        try:
+            out = _analysed(frame, plan.sql)
+        except AnalysisException as exc:  # the statement as the engine runs it (not seen so far)
+            said = f"{first_line(exc)}; as run, with the engine's columns: {plan.sql}"
+            raise ConfigError(f"converter `{self.step}`: the statement: {said}", key=key) from exc
+        return _with_unread(frame, out) if plan.aggregating else out
 
     def release(self) -> None:
         with self._lock:

@@ -203,7 +203,10 @@ class _Scope:
         self._partition(dataset.copy())
         projections = [p for p in s.expressions if p.alias_or_name != DATASET]
         s.set("expressions", [*projections, exp.alias_(dataset.copy(), DATASET, quoted=True)])
-        if s.args.get("group") or (self._aggregates() and not s.args.get("distinct")):
+        group = s.args.get("group")
+        if group is not None and group.args.get("all"):
+            return  # GROUP BY ALL: the dataset is one of the projections it groups by
+        if group is not None or (self._aggregates() and not s.args.get("distinct")):
             s.group_by(dataset.copy(), append=True, copy=False)
 
     def _dataset(self, alias: str) -> list[exp.Expr]:

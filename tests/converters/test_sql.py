@@ -145,7 +145,7 @@ def test_statements_it_does_not_run_are_config_errors_naming_the_key(
 
 def test_a_left_join_of_a_per_customer_aggregate_keeps_every_record(spark: Any, lake: Path) -> None:
     statement = """
-        WITH best AS (SELECT customer_id, max(amount) AS best FROM input GROUP BY customer_id)
+        WITH best AS (SELECT customer_id, max(amount) AS best FROM input GROUP BY ALL)
         SELECT i.*, b.best, i.amount = b.best AS is_best
         FROM input i LEFT JOIN best b ON i.customer_id = b.customer_id
     """
