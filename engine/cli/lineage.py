@@ -342,8 +342,7 @@ def _inputs(dag: AnyDagSpec, completed: DagResult | None, result: DagResult | No
         InputDataset(namespace=n.namespace, name=n.name, facets=_schema(completed, ""), inputFacets=facets)
         for n in names
     ]
-    steps = getattr(dag, "steps", ())  # a lookup's reference is read too
-    return read + [InputDataset(namespace=n.namespace, name=n.name) for s in steps for n in s.conf.lineage()]
+    return read + [InputDataset(namespace=n.namespace, name=n.name) for n in dag.references()]
 
 
 def _assertion(v: Verdict) -> data_quality_assertions_dataset.Assertion:

@@ -13,9 +13,12 @@ fate is read from, so the optimizer cannot prune it.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 from typing import TYPE_CHECKING
 
+from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_OURS = "__engine_lookup_"
+"""What the names of the columns the join needs but no record keeps start with."""
 _KEY = "__engine_lookup_key_{}"
 _FOUND = "__engine_lookup_found"
 _COUNT = "__engine_lookup_rows"
@@ -51,8 +56,6 @@ class LookupConverter(Converter):
         self._reference: DataFrame | None = None
         self._broadcast = False
         self._version: int | None = None
-        self.snapshot: str | None = None
-        """What the run read: ``<path>@<version>`` of a Delta reference, the path of files."""
 
     def pin(self, spark: SparkSession, version: int | None) -> None:
         c = self.conf
@@ -85,7 +88,7 @@ class LookupConverter(Converter):
                 key=f"{self.key}.on",
             )
         reference = self._prepared(frame.sparkSession)
-        brought = [n for n in reference.columns if n not in (_FOUND, _COUNT) and not n.startswith("__engine_lookup_")]
+        brought = [n for n in reference.columns if not n.startswith(_OURS)]
         clash = [n for n in brought if n in frame.columns]
         if clash:
             raise ConfigError(
@@ -94,7 +97,7 @@ class LookupConverter(Converter):
                 key=f"{self.key}.prefix",
             )
         match = [F.col(f"`{k}`") == F.col(_KEY.format(i)) for i, k in enumerate(c.on)]
-        joined = frame.join(reference, on=_all(match), how="left")
+        joined = frame.join(reference, on=functools.reduce(operator.and_, match), how="left")
         found = F.coalesce(F.col(_FOUND), F.lit(False))
         if c.duplicates == "fail":
             joined = joined.withColumn(ERRORS, F.when(F.col(_COUNT) > 1, self._too_many()).otherwise(F.col(ERRORS)))
@@ -112,7 +115,8 @@ class LookupConverter(Converter):
             size = _estimated_size(reference)
             self._broadcast = size is not None and size <= self.conf.broadcast_bytes
             how = "broadcast" if self._broadcast else "shuffled"
-            log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, self.snapshot, size, how)
+            read = self.conf.path if self._version is None else f"{self.conf.path}@{self._version}"
+            log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, read, size, how)
             self._reference = reference.cache()
         return F.broadcast(self._reference) if self._broadcast else self._reference
 
@@ -123,9 +127,6 @@ class LookupConverter(Converter):
             if self._version is None:
                 self.pin(spark, None)
             reader = reader.option("versionAsOf", self._version)
-            self.snapshot = f"{c.path}@{self._version}"
-        else:
-            self.snapshot = c.path
         try:
             return reader.load(c.path)
         except AnalysisException as exc:
@@ -174,17 +175,10 @@ class LookupConverter(Converter):
         return F.raise_error(said).cast("array<struct<step:string,reason:string>>")
 
 
-def _all(conditions: list[Column]) -> Column:
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = out & c
-    return out
-
-
 def _estimated_size(frame: DataFrame) -> int | None:
     """Spark's estimate of ``frame``'s size (from file sizes and the log: no job); ``None`` when
     it has none."""
     try:
         return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    except Exception:  # an estimate is a hint: without one, Spark chooses the join itself
+    except (Py4JError, ValueError):  # an estimate is a hint: without one, Spark chooses the join itself
         return None

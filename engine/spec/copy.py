@@ -27,6 +27,7 @@ from engine.sources.conf import parse_bytes
 from engine.spec.transforms import TransformConf
 
 if TYPE_CHECKING:
+    from engine.plugins.lineage import DatasetName
     from engine.spec.model import PublishConf
 
 
@@ -254,3 +255,7 @@ class CopyDagSpec:
     def inputs(self) -> dict[str, str]:
         """Nothing an upstream DAG may create: a copy DAG's source must exist when it is checked."""
         return {}
+
+    def references(self) -> list[DatasetName]:
+        """Nothing it reads besides its source."""
+        return []

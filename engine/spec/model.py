@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, mo
 
 from engine.converters.conf import ConverterConf
 from engine.plugins import PluginConf, PluginEntry
+from engine.plugins.lineage import DatasetName
 from engine.plugins.threshold import Threshold, ThresholdValue
 from engine.sources.conf import LimitsConf, SourceConf
 from engine.spec.copy import CopyConf, CopyDagSpec
@@ -281,6 +282,10 @@ class DagSpec:
         assert isinstance(conf, SourceConf)  # a DAG's source spec holds its source's config
         steps = [path for s in self.steps if isinstance(s.conf, ConverterConf) for path in s.conf.inputs().items()]
         return {**conf.inputs(), **dict(steps)}
+
+    def references(self) -> list[DatasetName]:
+        """What its converters read besides the records (a lookup's reference), as lineage names it."""
+        return [n for s in self.steps if isinstance(s.conf, ConverterConf) for n in s.conf.lineage()]
 
 
 AnyDagSpec = DagSpec | CopyDagSpec
