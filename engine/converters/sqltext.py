@@ -73,6 +73,11 @@ def parsed(statement: str) -> exp.Query:
             raise Refused(f"reads `{table.sql('spark')}`: a sql step reads only `input` (and its WITH names)")
     for union in tree.find_all(exp.SetOperation):
         raise Refused(f"uses {union.key.upper()}: not supported in a sql step")
+    for sample in tree.find_all(exp.TableSample):
+        raise Refused(f"uses {sample.sql('spark')}: records it leaves out would be lost uncounted")
+    for join in tree.find_all(exp.Join):
+        if join.method:
+            raise Refused(f"uses a {join.method.upper()} join: name the join's columns (ON or USING)")
     for limit in tree.find_all(exp.Limit, exp.Offset):
         raise Refused(f"uses {limit.key.upper()}: records it leaves out would be lost uncounted")
     for generator in tree.find_all(exp.Lateral, *_GENERATORS):

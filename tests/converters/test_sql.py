@@ -127,6 +127,11 @@ def test_an_aggregation_makes_new_records_per_dataset_and_the_rejected_still_rea
         ("SELECT id FROM input UNION ALL SELECT id FROM input", "UNION"),
         ("SELECT explode(array(id, id)) AS x FROM input", "repeats records"),
         ("SELECT 1 AS x", "does not read `input`"),
+        ("SELECT * FROM input TABLESAMPLE (10 PERCENT)", "lost uncounted"),
+        (
+            "SELECT * FROM input i NATURAL LEFT JOIN (SELECT customer_id, max(amount) AS m FROM input GROUP BY 1) t",
+            "NATURAL join",
+        ),
     ],
 )
 def test_statements_it_does_not_run_are_config_errors_naming_the_key(
