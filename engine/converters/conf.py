@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
-from engine.converters.sqltext import Refused, parsed
+from engine.converters.sqltext import Refused, parsed, trimmed
 from engine.plugins.conf import Anchors, PluginConf
 from engine.plugins.lineage import DatasetName, of_path
 from engine.plugins.sizes import parse_bytes
@@ -206,8 +206,10 @@ class SqlConf(ConverterConf):
     type: Literal["sql"] = "sql"
     statement: str
     """One SELECT (``WITH`` allowed) reading only ``input`` and its own ``WITH`` names. Not allowed:
-    other tables, table functions, ``LIMIT``, set operations (``UNION``), subqueries in
-    expressions, joins of the records other than ``LEFT JOIN``, generators (``explode``)."""
+    other tables, table functions, ``LIMIT``, ``TABLESAMPLE``, set operations (``UNION``),
+    ``PIVOT``, subqueries in expressions, named windows, joins of the records other than a
+    ``LEFT JOIN`` that matches each record once, generators (``explode``, ``stack``), names
+    starting with ``__engine_``."""
 
     @field_validator("statement")
     @classmethod
@@ -216,7 +218,7 @@ class SqlConf(ConverterConf):
             parsed(value)
         except Refused as exc:
             raise ValueError(f"the statement {exc}") from exc
-        return value
+        return trimmed(value)
 
 
 class DedupeConf(ConverterConf):

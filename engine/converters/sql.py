@@ -40,7 +40,7 @@ from engine.converters.frame import (
     is_rejected,
     no_errors,
 )
-from engine.converters.sqltext import INPUT, Refused, rewrite
+from engine.converters.sqltext import INPUT, Refused, rewrite, round_trip
 from engine.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -70,10 +70,11 @@ class SqlConverter(Converter):
         engine = [c for c in frame.columns if c not in data]
         key = f"{self.key}.statement"
         try:  # Spark's analysis of the statement as written: its messages name the records' columns
-            _analysed(frame.select(*[F.col(f"`{c}`") for c in data]), self.conf.statement)
+            written = _analysed(frame.select(*[F.col(f"`{c}`") for c in data]), self.conf.statement)
         except AnalysisException as exc:
             raise ConfigError(f"converter `{self.step}`: the statement: {first_line(exc)}", key=key) from exc
         try:
+            self._same_when_written_back(frame.select(*[F.col(f"`{c}`") for c in data]), written)
             plan = rewrite(self.conf.statement, data, engine)
         except Refused as exc:
             raise ConfigError(f"converter `{self.step}`: the statement {exc}", key=key) from exc
@@ -87,6 +88,19 @@ class SqlConverter(Converter):
             said = f"{first_line(exc)}; as run, with the engine's columns: {plan.sql}"
             raise ConfigError(f"converter `{self.step}`: the statement: {said}", key=key) from exc
         return _with_unread(frame, out) if plan.aggregating else out
+
+    def _same_when_written_back(self, records: DataFrame, written: DataFrame) -> None:
+        """Refuse a statement the rewrite's parser would read otherwise than Spark does (a
+        function it renders with other defaults): the statement parsed and written back, nothing
+        rewritten, must be the same query to Spark (its analysed plan, compared without a job)."""
+        back = round_trip(self.conf.statement, data_columns(records))
+        try:
+            again = _analysed(records, back)
+        except AnalysisException as exc:
+            raise Refused(f"cannot be rewritten faithfully ({first_line(exc)}): written back it reads {back}") from exc
+        same = written._jdf.queryExecution().analyzed().sameResult(again._jdf.queryExecution().analyzed())
+        if not same or written.schema != again.schema:
+            raise Refused(f"cannot be rewritten faithfully: written back, {back} is another query to Spark")
 
     def release(self) -> None:
         with self._lock:

@@ -38,7 +38,21 @@ _SPARK = "spark, normalization_strategy = case_sensitive"
 INPUT = "input"
 """The name the records go by in a statement."""
 
-_GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline, exp.ExplodeOuter, exp.PosexplodeOuter, exp.Unnest)
+_GENERATORS = {
+    "explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer", "stack",
+    "variant_explode", "variant_explode_outer", "unnest",
+}  # fmt: skip
+"""Spark's generators: each makes several rows of one record."""
+
+
+@dataclass(frozen=True)
+class _Made:
+    """What a scope's rows are: ``record`` (one per record), ``dataset`` (made of records, one
+    dataset each) or ``none`` (nothing of ``input``); and the output columns no two of its rows
+    share within a dataset (empty: one row per dataset), ``None`` when that is not known."""
+
+    kind: str
+    unique: frozenset[str] | None = None
 
 
 class Refused(ValueError):
@@ -57,7 +71,7 @@ class Rewritten:
 def parsed(statement: str) -> exp.Query:
     """``statement`` as one query reading only ``input`` and its own ``WITH`` names."""
     try:
-        trees = [t for t in sqlglot.parse(statement, dialect="spark") if t is not None]
+        trees = [t for t in sqlglot.parse(trimmed(statement), dialect="spark") if t is not None]
     except ParseError as exc:
         raise Refused(f"does not parse: {_first(exc)}") from exc
     if len(trees) != 1:
@@ -78,11 +92,28 @@ def parsed(statement: str) -> exp.Query:
     for join in tree.find_all(exp.Join):
         if join.method:
             raise Refused(f"uses a {join.method.upper()} join: name the join's columns (ON or USING)")
+    for pivot in tree.find_all(exp.Pivot):
+        raise Refused(f"uses {'UNPIVOT' if pivot.args.get('unpivot') else 'PIVOT'}: not supported in a sql step")
+    for select in tree.find_all(exp.Select):
+        if select.args.get("windows"):
+            raise Refused("names a window (WINDOW w AS ...): write it in OVER (...)")
+    for alias in tree.find_all(exp.Alias, exp.TableAlias):
+        names = [alias.alias] + [c.name for c in alias.args.get("columns") or []]
+        for name in names:
+            if name.lower().startswith("__engine_"):
+                raise Refused(f"names a column `{name}`: names starting with __engine_ are the engine's")
     for limit in tree.find_all(exp.Limit, exp.Offset):
         raise Refused(f"uses {limit.key.upper()}: records it leaves out would be lost uncounted")
-    for generator in tree.find_all(exp.Lateral, *_GENERATORS):
-        raise Refused(f"uses {generator.sql('spark')}: a step that repeats records is not supported in a sql step")
+    for node in tree.find_all(exp.Lateral, exp.Func):
+        name = node.name if isinstance(node, exp.Anonymous) else node.sql_name() if isinstance(node, exp.Func) else ""
+        if isinstance(node, exp.Lateral) or name.lower() in _GENERATORS:
+            raise Refused(f"uses {node.sql('spark')}: a step that repeats records is not supported in a sql step")
     return tree
+
+
+def trimmed(statement: str) -> str:
+    """``statement`` without the blanks and semicolons that may end it."""
+    return statement.strip().rstrip(";").rstrip()
 
 
 def rewrite(statement: str, columns: list[str], engine: list[str]) -> Rewritten:
@@ -100,20 +131,28 @@ def rewrite(statement: str, columns: list[str], engine: list[str]) -> Rewritten:
         )
     except (OptimizeError, ParseError) as exc:
         raise Refused(f"cannot be followed column by column: {_first(exc)}") from exc
-    kinds: dict[int, str] = {}
+    made: dict[int, _Made] = {}
     for scope in traverse_scope(tree):
-        kinds[id(scope.expression)] = _Scope(scope, kinds, engine).rewritten()
-    kind = kinds[id(tree)]
+        made[id(scope.expression)] = _Scope(scope, made, engine).rewritten()
+    kind = made[id(tree)].kind
     if kind == "none":
         raise Refused("does not read `input`")
     return Rewritten(tree.sql(dialect=_SPARK), aggregating=kind == "dataset")
 
 
-class _Scope:
-    """One SELECT of the statement: what it carries (``record``, ``dataset`` or ``none``), and its
-    rewrite so that it carries it."""
+def round_trip(statement: str, columns: list[str]) -> str:
+    """``statement`` parsed and written back as :func:`rewrite` writes it, rewriting nothing: what
+    Spark must read as it reads ``statement`` for the rewrite to mean what the user wrote."""
+    tree = parsed(statement)
+    _spell(tree, columns)
+    return tree.sql(dialect=_SPARK)
 
-    def __init__(self, scope: Scope, kinds: dict[int, str], engine: list[str]) -> None:
+
+class _Scope:
+    """One SELECT of the statement: what its rows are (:class:`_Made`), and its rewrite so that
+    they carry what they must."""
+
+    def __init__(self, scope: Scope, made: dict[int, _Made], engine: list[str]) -> None:
         if scope.scope_type == ScopeType.SUBQUERY:
             raise Refused("uses a subquery in an expression (IN, EXISTS, scalar); join a WITH name instead")
         if not isinstance(scope.expression, exp.Select):
@@ -122,43 +161,72 @@ class _Scope:
         self.engine = engine
         self.dataset = DATASET if DATASET in engine else None
         """Absent when the records are all of one dataset (a group of one reads without it)."""
-        self.sources: dict[str, str] = {}
-        for alias, source in scope.sources.items():
+        self.sources: dict[str, _Made] = {}
+        for alias, (_, source) in scope.selected_sources.items():
             if isinstance(source, exp.Table):
-                self.sources[alias] = "record"  # `input`: the only table parsed() lets through
+                self.sources[alias] = _Made("record")  # `input`: the only table parsed() lets through
             else:
-                self.sources[alias] = kinds[id(source.expression)]
+                self.sources[alias] = made[id(source.expression)]
 
-    def rewritten(self) -> str:
-        records = [a for a, k in self.sources.items() if k == "record"]
-        carriers = [a for a, k in self.sources.items() if k != "none"]
+    def rewritten(self) -> _Made:
+        records = [a for a, m in self.sources.items() if m.kind == "record"]
+        carriers = [a for a, m in self.sources.items() if m.kind != "none"]
         if not carriers:
-            return "none"
-        first = self._from() if self._from() in carriers else carriers[0]
+            one_row = not self.sources and not self._aggregates() and self.select.args.get("from_") is None
+            return _Made("none", frozenset() if one_row else None)
+        first = self._from()
+        if first not in carriers:
+            raise Refused(f"reads the records through a join ({', '.join(carriers)}); put them first, in FROM")
         self._join_on_dataset(first, carriers)
         if records and not self._aggregates():
             if len(records) > 1:
                 raise Refused(f"joins the records with themselves ({', '.join(records)}); aggregate one side first")
             self._keep_records(records[0])
-            return "record"
+            return _Made("record")
         for alias in records:  # an aggregate reads the records still live
-            self.select.where(_live(alias), append=True, copy=False)
+            self._read_live(alias)
         self._keep_dataset(first)
-        return "dataset"
+        return _Made("dataset", self._unique())
 
     def _from(self) -> str:
-        source = self.select.args["from_"].this
-        return str(source.alias_or_name)
+        return str(self.select.args["from_"].this.alias_or_name)
 
     def _aggregates(self) -> bool:
         s = self.select
-        if s.args.get("group") or s.args.get("having") or s.args.get("distinct"):
-            return True
-        for projection in s.expressions:
-            for agg in projection.find_all(exp.AggFunc):
-                if not isinstance(agg.find_ancestor(exp.Window, exp.Select), exp.Window):
-                    return True
-        return False
+        return bool(s.args.get("group") or s.args.get("having") or s.args.get("distinct") or self._aggregate_calls())
+
+    def _aggregate_calls(self) -> bool:
+        """Whether a projection calls an aggregate other than as a window function."""
+        return any(
+            not isinstance(agg.parent, exp.Window) for p in self.select.expressions for agg in p.find_all(exp.AggFunc)
+        )
+
+    def _unique(self) -> frozenset[str] | None:
+        """The output columns that tell this dataset scope's rows apart within a dataset."""
+        s = self.select
+        names = {p.alias_or_name for p in s.expressions}
+        group = s.args.get("group")
+        if group is not None:
+            if group.args.get("all"):
+                return frozenset(p.alias_or_name for p in s.expressions if not list(p.find_all(exp.AggFunc)))
+            if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+                return None  # subtotal rows share their keys with nulls
+            by_value = {p.unalias().sql(): p.alias_or_name for p in s.expressions}
+            keys = [by_value.get(e.sql()) for e in group.expressions if e.sql() != _column_sql(self._from())]
+            return None if None in keys else frozenset(k for k in keys if k is not None)
+        if s.args.get("distinct"):
+            return frozenset(names)
+        if self._aggregate_calls():
+            return frozenset()  # one row (a dataset's)
+        if len(self.sources) == 1 and not s.args.get("joins"):
+            (source,) = self.sources.values()
+            if source.unique is not None:
+                renamed = {
+                    p.unalias().name: p.alias_or_name for p in s.expressions if isinstance(p.unalias(), exp.Column)
+                }
+                if all(k in renamed for k in source.unique):
+                    return frozenset(renamed[k] for k in source.unique)
+        return None
 
     def _join_on_dataset(self, first: str, carriers: list[str]) -> None:
         if self.dataset is None:
@@ -173,10 +241,22 @@ class _Scope:
             if join.args.get("kind") == "CROSS":
                 join.set("kind", None)
 
+    def _read_live(self, alias: str) -> None:
+        """Only the live records of ``alias`` reach the aggregate: tested before the user's
+        condition (which then never sees a rejected or dropped record), in the join's ``ON`` for
+        a joined source (a ``WHERE`` would undo a LEFT JOIN)."""
+        s = self.select
+        if alias == self._from():
+            where = s.args.get("where")
+            s.set("where", exp.Where(this=exp.and_(_live(alias), exp.paren(where.this)) if where else _live(alias)))
+            return
+        for join in s.args.get("joins") or []:
+            if str(join.this.alias_or_name) == alias:
+                on = join.args.get("on")
+                join.set("on", exp.and_(_live(alias), exp.paren(on)) if on is not None else _live(alias))
+
     def _keep_records(self, alias: str) -> None:
         s = self.select
-        if self._from() != alias:
-            raise Refused(f"joins the records (`{alias}`) on the right; put them first, in FROM")
         for join in s.args.get("joins") or []:
             if join.side != "LEFT" or join.kind in ("SEMI", "ANTI"):
                 said = " ".join(w for w in (join.side, join.kind) if w) or "INNER"
@@ -184,12 +264,14 @@ class _Scope:
                     f"uses a {said} JOIN of the records: records without a match would be lost uncounted; "
                     "use a LEFT JOIN (or a lookup step)"
                 )
+            self._matches_once(join)
         where = s.args.get("where")
         kept = exp.func("coalesce", exp.paren(where.this), exp.false()) if where is not None else None
         s.set("where", None)
         dead = exp.or_(_column(alias, DROPPED), _rejected(alias))
         if kept is not None:
             dead = exp.or_(dead, exp.not_(kept))
+            self._only_kept(kept)
         self._partition(*self._dataset(alias), exp.paren(dead))
         projections = [p for p in s.expressions if p.alias_or_name not in self.engine]
         carried = []
@@ -199,6 +281,43 @@ class _Scope:
                 value = exp.or_(value, exp.and_(exp.not_(_rejected(alias)), exp.not_(kept.copy())))
             carried.append(exp.alias_(value, name, quoted=True))
         s.set("expressions", [*projections, *carried])
+
+    def _matches_once(self, join: exp.Join) -> None:
+        """Refuse a join that may match a record with several rows (it would repeat the record):
+        its ``ON`` must equate every column that tells the joined rows apart."""
+        alias = str(join.this.alias_or_name)
+        unique = self.sources[alias].unique
+        on = join.args.get("on")
+        equated = set()
+        for eq in on.find_all(exp.EQ) if on is not None else []:
+            for side in (eq.this, eq.expression):
+                if isinstance(side, exp.Column) and side.table == alias:
+                    equated.add(side.name)
+        if unique is None or not unique <= equated:
+            keys = "its keys" if unique is None else ", ".join(sorted(unique - equated))
+            raise Refused(
+                f"joins `{alias}`, whose rows the join may match several times (not equated: {keys}); "
+                "join a WITH name grouped by the join's columns, or use a lookup step"
+            )
+
+    def _only_kept(self, kept: exp.Expr) -> None:
+        """Evaluate the projections (and window functions' arguments) of the records the ``WHERE``
+        keeps only: an expression it guards (a cast, a division) must not fail on the others."""
+        s = self.select
+        for window in [w for p in s.expressions for w in p.find_all(exp.Window)]:
+            func = window.this
+            arg = func.this if isinstance(func, exp.Func) else None
+            if isinstance(arg, exp.Expr) and not isinstance(arg, (exp.Star, exp.Literal)):
+                func.set("this", exp.Case(ifs=[exp.If(this=kept.copy(), true=arg.copy())]))
+        guarded = []
+        for p in s.expressions:
+            value = p.unalias()
+            if isinstance(value, (exp.Column, exp.Literal)) or p.alias_or_name in self.engine:
+                guarded.append(p)
+                continue
+            case = exp.Case(ifs=[exp.If(this=kept.copy(), true=value.copy())])
+            guarded.append(exp.alias_(case, p.alias_or_name, quoted=True))
+        s.set("expressions", guarded)
 
     def _keep_dataset(self, alias: str) -> None:
         s = self.select
@@ -211,24 +330,33 @@ class _Scope:
         group = s.args.get("group")
         if group is not None and group.args.get("all"):
             return  # GROUP BY ALL: the dataset is one of the projections it groups by
-        if group is not None or (self._aggregates() and not s.args.get("distinct")):
-            s.group_by(dataset.copy(), append=True, copy=False)
+        if group is not None:  # first: grouping_id() keeps its value (the dataset's bit is 0)
+            group.set("expressions", [dataset.copy(), *group.expressions])
+        elif self._aggregate_calls():
+            s.set("group", exp.Group(expressions=[dataset.copy()]))
 
     def _dataset(self, alias: str) -> list[exp.Expr]:
         return [_column(alias, DATASET)] if self.dataset is not None else []
 
     def _partition(self, *first: exp.Expr) -> None:
-        for projection in self.select.expressions:
-            for window in projection.find_all(exp.Window):
+        order = self.select.args.get("order")
+        for part in [*self.select.expressions, *([order] if order is not None else [])]:
+            for window in part.find_all(exp.Window):
                 window.set("partition_by", [*(f.copy() for f in first), *(window.args.get("partition_by") or [])])
+
+
+def _column_sql(alias: str) -> str:
+    return _column(alias, DATASET).sql()
 
 
 def _spell(tree: exp.Expr, columns: list[str]) -> None:
     """Quote every identifier (so sqlglot keeps its case, as Spark does), spelling a record
     column as the records do (Spark matches names without regard to case)."""
-    spelled = {c.lower(): c for c in columns}
+    named = [a.alias for a in tree.find_all(exp.Alias)]
+    named += [c.name for t in tree.find_all(exp.TableAlias) for c in t.args.get("columns") or []]
+    spelled = {n.lower(): n for n in named} | {c.lower(): c for c in columns}  # the records' spelling first
     for ident in tree.find_all(exp.Identifier):
-        if isinstance(ident.parent, exp.Column):
+        if isinstance(ident.parent, exp.Column) and ident.arg_key == "this":
             ident.set("this", spelled.get(ident.name.lower(), ident.name))
         if isinstance(ident.parent, exp.Table) and ident.name.lower() == INPUT and ident.arg_key == "this":
             ident.set("this", INPUT)
