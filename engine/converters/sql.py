@@ -74,8 +74,8 @@ class SqlConverter(Converter):
         except AnalysisException as exc:
             raise ConfigError(f"converter `{self.step}`: the statement: {first_line(exc)}", key=key) from exc
         try:
-            self._same_when_written_back(frame.select(*[F.col(f"`{c}`") for c in data]), written)
             plan = rewrite(self.conf.statement, data, engine)
+            self._same_when_written_back(frame.select(*[F.col(f"`{c}`") for c in data]), written)
         except Refused as exc:
             raise ConfigError(f"converter `{self.step}`: the statement {exc}", key=key) from exc
         if plan.aggregating:
@@ -92,13 +92,14 @@ class SqlConverter(Converter):
     def _same_when_written_back(self, records: DataFrame, written: DataFrame) -> None:
         """Refuse a statement the rewrite's parser would read otherwise than Spark does (a
         function it renders with other defaults): the statement parsed and written back, nothing
-        rewritten, must be the same query to Spark (its analysed plan, compared without a job)."""
+        rewritten, must be the same query to Spark (its optimized plan, compared without a job)."""
         back = round_trip(self.conf.statement, data_columns(records))
         try:
             again = _analysed(records, back)
         except AnalysisException as exc:
             raise Refused(f"cannot be rewritten faithfully ({first_line(exc)}): written back it reads {back}") from exc
-        same = written._jdf.queryExecution().analyzed().sameResult(again._jdf.queryExecution().analyzed())
+        # optimized: the WITH names inlined (analysed plans number their CTE definitions apart)
+        same = written._jdf.queryExecution().optimizedPlan().sameResult(again._jdf.queryExecution().optimizedPlan())
         if not same or written.schema != again.schema:
             raise Refused(f"cannot be rewritten faithfully: written back, {back} is another query to Spark")
 
