@@ -48,7 +48,7 @@ def to_frame(df: DataFrame, *, corrupt_column: str, reason_column: str | None = 
     unreadable = F.struct(F.lit(READ_STEP).alias("step"), why.alias("reason"))
     return df.select(
         *[F.col(f"`{c}`") for c in data],
-        F.when(raw.isNotNull(), F.array(unreadable)).otherwise(F.array().cast(_ERRORS_TYPE)).alias(ERRORS),
+        F.when(raw.isNotNull(), F.array(unreadable)).otherwise(no_errors()).alias(ERRORS),
         F.struct(*[F.col(f"`{c}`") for c in data]).alias(SOURCE),
         raw.alias(RAW),
         F.lit(False).alias(DROPPED),
@@ -80,7 +80,7 @@ def warn(df: DataFrame, bad: Column, *, step: str) -> DataFrame:
     """Add ``step`` to the warnings of records where ``bad`` is true; they stay valid. A dropped
     record is not warned of (as :func:`reject`)."""
     if WARNINGS not in df.columns:
-        df = df.withColumn(WARNINGS, F.array().cast("array<string>"))
+        df = df.withColumn(WARNINGS, no_warnings())
     flagged = F.array_append(F.col(WARNINGS), F.lit(step))
     return df.withColumn(WARNINGS, F.when(bad & ~F.col(DROPPED), flagged).otherwise(F.col(WARNINGS)))
 
@@ -95,6 +95,11 @@ def flagged(step: str, *, rejected: bool) -> Column:
 def no_errors() -> Column:
     """The errors of a record no step rejected."""
     return F.array().cast(_ERRORS_TYPE)
+
+
+def no_warnings() -> Column:
+    """The warnings of a record no rule warned of."""
+    return F.array().cast("array<string>")
 
 
 def is_rejected() -> Column:
@@ -135,7 +140,7 @@ def unpacked(df: DataFrame) -> DataFrame:
         return df
     inside = F.col(PACKED)
     names = {field.name for field in df.schema[PACKED].dataType.fields}  # type: ignore[attr-defined]
-    empty = {ERRORS: F.array().cast(_ERRORS_TYPE), DROPPED: F.lit(False), WARNINGS: F.array().cast("array<string>")}
+    empty = {ERRORS: no_errors(), DROPPED: F.lit(False), WARNINGS: no_warnings()}
     restored = [
         (F.coalesce(inside[c], empty[c]) if c in empty else inside[c]).alias(c) for c in _PACKABLE if c in names
     ]

@@ -39,6 +39,7 @@ from engine.converters.frame import (
     data_columns,
     is_rejected,
     no_errors,
+    no_warnings,
 )
 from engine.converters.sqltext import INPUT, Refused, rewrite, round_trip
 from engine.errors import ConfigError
@@ -141,7 +142,7 @@ def _with_unread(frame: DataFrame, out: DataFrame) -> DataFrame:
         F.lit(False).alias(DROPPED),
         *([F.lit("").alias(FILE)] if FILE in frame.columns else []),
         *([F.col(DATASET)] if DATASET in frame.columns else []),
-        *([F.array().cast("array<string>").alias(WARNINGS)] if WARNINGS in frame.columns else []),
+        *([no_warnings().alias(WARNINGS)] if WARNINGS in frame.columns else []),
     )
     unread = frame.where(is_rejected() | F.col(DROPPED)).select(
         F.col(ERRORS),
