@@ -35,9 +35,12 @@ def graceful_stop(stop: Stop) -> Iterator[Stop]:
     def handle(signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if stop.request(f"received {name}", signum):
-            log.warning("%s received: stopping (no new DAG starts, running ones are cancelled)", name)
+            said = f"{name} received: stopping (no new DAG starts, running ones are cancelled)"
         else:
-            log.warning("%s received again: already stopping", name)
+            said = f"{name} received again: already stopping"
+        # Logged from a thread: the handler runs between two bytecodes of the main thread, which
+        # may be inside the logging or stream code it would call (the logging docs warn of this).
+        threading.Thread(target=log.warning, args=(said,), name="signal-log", daemon=True).start()
 
     previous = {s: signal.signal(s, handle) for s in SIGNALS}
     watcher = _watch_wrapper(stop)

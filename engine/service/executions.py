@@ -83,9 +83,10 @@ stops gracefully) and writes its exit code to a file: a service started again af
 launched it died cannot wait for the process, but reads how it ended."""
 POLL_SECONDS = 1.0
 """How often an adopted execution (started by a service process that is gone) is looked at."""
+END_ATTEMPTS = 3
+"""How many times an execution's end row is written before it is left to the next start."""
 ORPHAN_SECONDS = 5.0
 """How often a service looks for executions whose service process is gone."""
-"""How often an adopted execution (started by an earlier service process) is looked at."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,11 @@ class Executions:
     def _end(self, row: dict[str, Any], code: int | None) -> None:
         if code is None:  # a process an earlier service started: it wrote its exit code
             code = _exit_code(Path(self.root) / RUNS_DIR / row["execution_id"] / EXIT_FILE)
-        status, message = self._outcome(row, code)
+        try:
+            status, message = self._outcome(row, code)
+        except Exception as exc:  # an end row all the same: a watcher that died would leave it RUNNING
+            log.exception("execution %s: cannot tell how it ended", row["execution_id"])
+            status, message = "FAILED", f"the run ended (exit code {code}) but its outcome could not be read: {exc}"
         ended = {
             **row,
             "status": status,
@@ -191,10 +196,13 @@ class Executions:
             "end_time": utcnow(),
             "changed_at": utcnow(),
         }
-        try:
-            self.table.append([ended])
-        except Exception:  # found again by the next start of the service
-            log.exception("execution %s ended (%s) but its row could not be written", row["execution_id"], status)
+        for attempt in range(END_ATTEMPTS):
+            try:
+                self.table.append([ended])
+                break
+            except Exception:  # tried again; after that, found again by the next start of the service
+                log.exception("execution %s ended (%s) but its row could not be written", row["execution_id"], status)
+                time.sleep(2.0 * (attempt + 1))
         log.info(
             "execution %s of flow %s/%s ended: %s %s",
             row["execution_id"],

@@ -32,7 +32,12 @@ def wait_for(served: Served, execution: str, who: str, *, until: tuple[str, ...]
         if found["executionStatus"] in until:
             return found  # type: ignore[no-any-return]
         time.sleep(1)
-    raise AssertionError(f"execution {execution} did not reach {until}: {found}")
+    output = served.call("GET", f"/flowexecutions/{execution}/output", who).text
+    service = served.log.read_text(errors="replace") if served.log else ""
+    raise AssertionError(
+        f"execution {execution} did not reach {until}: {found}\n--- its output (tail):\n{output[-8000:]}"
+        f"\n--- the service's log (tail):\n{service[-4000:]}"
+    )
 
 
 def started(served: Served) -> bool:
