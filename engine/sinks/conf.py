@@ -58,11 +58,12 @@ class TableSinkConf(SinkConf):
     type: Literal["delta", "parquet", "avro", "json", "csv"]
     path: str
     """Where to write; relative to the warehouse unless absolute or a URL."""
-    mode: Literal["append", "overwrite", "merge"] = "append"
+    mode: Literal["append", "overwrite", "merge", "apply_changes"] = "append"
     """``append`` adds records; ``overwrite`` replaces what the path holds; ``merge`` (Delta only)
-    updates the rows whose ``keys`` match and inserts the others."""
+    updates the rows whose ``keys`` match and inserts the others; ``apply_changes`` (Delta only)
+    applies change events in ``sequence_by`` order (:class:`DeltaSinkConf`)."""
     keys: list[str] = Field(default_factory=list)
-    """The columns that identify a row for ``mode = merge`` (null-safe equality)."""
+    """The columns that identify a row for ``mode = merge`` or ``apply_changes`` (null-safe equality)."""
     partition_by: list[str] = Field(default_factory=list)
     """Columns to partition the output by."""
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -70,12 +71,13 @@ class TableSinkConf(SinkConf):
 
     @model_validator(mode="after")
     def _merge_needs_keys(self) -> TableSinkConf:
-        if self.mode == "merge" and self.type != "delta":
-            raise ValueError(f"mode `merge` needs a Delta sink, not `{self.type}`")
-        if self.mode == "merge" and not self.keys:
-            raise ValueError("mode `merge` needs `keys`: the columns that identify a row")
-        if self.keys and self.mode != "merge":
-            raise ValueError("`keys` is only used with mode `merge`")
+        keyed = self.mode in ("merge", "apply_changes")
+        if keyed and self.type != "delta":
+            raise ValueError(f"mode `{self.mode}` needs a Delta sink, not `{self.type}`")
+        if keyed and not self.keys:
+            raise ValueError(f"mode `{self.mode}` needs `keys`: the columns that identify a row")
+        if self.keys and not keyed:
+            raise ValueError("`keys` is only used with mode `merge` or `apply_changes`")
         return self
 
     @property
@@ -91,6 +93,13 @@ class TableSinkConf(SinkConf):
         if self.mode == "merge":
             keys = ", ".join(self.keys)
             return OnReplay(f"{what} on {keys}", "SAFE", f"rows matching on ({keys}) are updated, not added again")
+        if self.mode == "apply_changes":
+            keys = ", ".join(self.keys)
+            return OnReplay(
+                f"{what} on {keys}",
+                "SAFE",
+                "an event whose sequence the table already holds for its key changes nothing",
+            )
         if self.mode == "overwrite":
             return OnReplay(what, "REPLACED", "will hold only what the next run reads")
         return OnReplay(what, "DUPLICATES", "appends the records again: rows already there are duplicated")
@@ -100,7 +109,8 @@ class TableSinkConf(SinkConf):
 
 
 class DeltaSinkConf(TableSinkConf):
-    """Write a branch as a Delta table: ``append``, ``overwrite``, or ``merge`` on ``keys``.
+    """Write a branch as a Delta table: ``append``, ``overwrite``, ``merge`` on ``keys``, or
+    ``apply_changes`` (each record an insert, update or delete event of its key).
 
     .. code-block:: hocon
 
@@ -112,15 +122,56 @@ class DeltaSinkConf(TableSinkConf):
           partition_by = [order_date]
           schema = evolve
         }
-    """
+
+        sinks.customers {
+          type = delta, path = customers, mode = apply_changes
+          keys = [customer_id], sequence_by = change_seq, delete_when = "op = 'D'", scd = 1
+        }
+
+    ``apply_changes`` (:mod:`engine.commit.changes`): the events of one key apply in
+    ``sequence_by`` order, in one batch and across batches; an event whose sequence is not
+    greater than the table's for its key changes nothing (a late event never overwrites). Of
+    several events of one key with one sequence, a delete wins, then the row greatest by its
+    other columns (an exact repeat is one event)."""
 
     type: Literal["delta"]
+    sequence_by: str | None = None
+    """``apply_changes``: the column ordering the events of one key (a number, a timestamp, a
+    date or a string; never null). A row moves only to a greater sequence."""
+    delete_when: str | None = None
+    """``apply_changes``: a SQL condition over the branch's columns marking the events that delete
+    their key (``op = 'D'``); none: every event is an upsert."""
+    scd: Literal[1, 2] = 1
+    """``apply_changes``: ``1`` keeps the latest row per key; ``2`` keeps every version, with
+    ``valid_from``, ``valid_to`` (sequences) and ``is_current``."""
+    soft_delete: bool = False
+    """``apply_changes`` with ``scd = 1``: a delete keeps the row and sets ``deleted_at`` (the
+    delete's sequence) instead of removing it, so a late event older than the delete is refused
+    across runs too."""
     schema_: Literal["evolve", "freeze", "rescue"] = Field(default="evolve", alias="schema")
     """When the batch's columns differ from the table's (:mod:`engine.sinks.contract`):
     ``evolve`` adds new columns, ``freeze`` refuses any change, ``rescue`` keeps the table's
     columns and puts new columns' values and values that do not fit their type in ``_rescued``
     (JSON). Every mode casts a narrower type up (``int`` into ``bigint``) and refuses, naming the
     column, a type that does not fit (except ``rescue``)."""
+
+    @model_validator(mode="after")
+    def _changes_need_a_sequence(self) -> DeltaSinkConf:
+        if self.mode != "apply_changes":
+            given = [k for k in ("sequence_by", "delete_when", "soft_delete") if getattr(self, k)]
+            given += ["scd"] if self.scd != 1 else []
+            if given:
+                raise ValueError(f"`{given[0]}` is only used with mode `apply_changes`")
+            return self
+        if not self.sequence_by:
+            raise ValueError("mode `apply_changes` needs `sequence_by`: the column ordering the events of one key")
+        if self.sequence_by in self.keys:
+            raise ValueError(f"`sequence_by` column `{self.sequence_by}` is one of the `keys`")
+        if self.soft_delete and self.scd != 1:
+            raise ValueError("`soft_delete` is for `scd = 1`: SCD2 closes the key's version on a delete")
+        if self.soft_delete and not self.delete_when:
+            raise ValueError("`soft_delete` needs `delete_when`: the condition marking deletes")
+        return self
 
 
 class FilesSinkConf(TableSinkConf):

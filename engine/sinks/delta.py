@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
+
 from engine.commit.batch import BatchRef, Staged
+from engine.commit.changes import DELETE, Changes, orderable
 from engine.commit.delta_files import table_schema, write_files
 from engine.commit.steps import DeltaWrite
+from engine.errors import ConfigError
 from engine.sinks.conf import DeltaSinkConf
 from engine.sinks.contract import Contract
 from engine.sinks.table import TableSink
@@ -31,10 +37,62 @@ class DeltaSink(TableSink):
     Conf = DeltaSinkConf
     conf: DeltaSinkConf
 
+    @property
+    def changes(self) -> Changes | None:
+        """``mode = apply_changes``: how the branch's events apply to the table."""
+        c = self.conf
+        if c.mode != "apply_changes":
+            return None
+        assert c.sequence_by is not None
+        return Changes(list(c.keys), c.sequence_by, scd=c.scd, soft_delete=c.soft_delete)
+
+    def check(self, df: DataFrame) -> None:
+        super().check(df)
+        changes, c = self.changes, self.conf
+        if changes is None:
+            return
+        assert c.sequence_by is not None
+        if c.sequence_by not in df.columns:
+            raise ConfigError(
+                f"sink `{self.name}` orders change events by `{c.sequence_by}`, which branch `{c.from_}` does not "
+                f"have; columns: {', '.join(df.columns)}",
+                key=f"{self.key}.sequence_by",
+            )
+        kind = df.schema[c.sequence_by].dataType
+        if not orderable(kind):
+            raise ConfigError(
+                f"sink `{self.name}`: `sequence_by` column `{c.sequence_by}` is {kind.simpleString()}, which does not "
+                "order events; use a number, a timestamp, a date or a string",
+                key=f"{self.key}.sequence_by",
+            )
+        taken = [n for n in df.columns if n in changes.added or n == DELETE]
+        if taken:
+            raise ConfigError(
+                f"sink `{self.name}`: branch `{c.from_}` has a column `{taken[0]}`, which `apply_changes` "
+                f"{'with scd = 2' if c.scd == 2 else 'with soft_delete'} keeps for itself; rename it in the chain",
+                key=f"{self.key}.mode",
+            )
+        if c.delete_when:
+            try:
+                condition = df.select(F.expr(f"({c.delete_when})").alias("d")).schema["d"].dataType
+            except (AnalysisException, ParseException) as exc:
+                raise ConfigError(
+                    f"sink `{self.name}`: `delete_when` is not a condition over branch `{c.from_}`: "
+                    f"{str(exc).strip().splitlines()[0]}",
+                    key=f"{self.key}.delete_when",
+                ) from exc
+            if not isinstance(condition, BooleanType):
+                raise ConfigError(
+                    f"sink `{self.name}`: `delete_when` is {condition.simpleString()}, not a condition (true or false)",
+                    key=f"{self.key}.delete_when",
+                )
+
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         c = self.conf
         options = self._options
         version = fs.delta_version(c.path)  # one listing of its log: the contract's and the commit's base
+        if self.changes is not None:
+            return self._stage_changes(df, batch, fs, self.changes, version)
         if not (
             c.mode == "overwrite" and options.get("overwriteSchema", "").lower() == "true"
         ):  # it replaces the schema
@@ -54,6 +112,31 @@ class DeltaSink(TableSink):
             options=options,
             base_version=version,
         )
+
+    def _stage_changes(self, df: DataFrame, batch: BatchRef, fs: HadoopFs, changes: Changes, version: int) -> Staged:
+        """The batch's change events, reduced (:meth:`Changes.staged`), as Parquet in its staging;
+        the commit step applies them."""
+        c = self.conf
+        contract = Contract(c.schema_, self.name, c.path, merge=True)
+        table = changes.data_schema(table_schema(df.sparkSession, c.path, version=version))
+        df, adds_columns = contract.apply(df, table)
+        staging = batch.staging(c.path)
+        changes.staged(df, delete_when=c.delete_when, sink=self.name).write.mode("overwrite").parquet(staging)
+        step = DeltaWrite(
+            sink=self.name,
+            table=c.path,
+            staging=staging,
+            mode=c.mode,
+            app_id=f"{batch.app_id}:{self.name}",
+            batch=batch.number,
+            base_version=version,
+            partition_by=list(c.partition_by),
+            keys=list(c.keys),
+            options={**self._options, "mergeSchema": "true"} if adds_columns else self._options,
+            user_metadata=batch.user_metadata,
+            changes=changes.to_json(),
+        )
+        return Staged([step], staging)
 
 
 def stage_delta(

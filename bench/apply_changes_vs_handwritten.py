@@ -1,0 +1,202 @@
+"""Benchmark: the engine's Delta sink ``mode = apply_changes`` (SCD1) against the same change
+batch applied by a Delta MERGE written by hand in PySpark, in one process.
+
+Run from the repository root (after ``bash scripts/bootstrap.sh``)::
+
+    .venv/bin/python bench/apply_changes_vs_handwritten.py                       # 1M rows, 200k events, 3 rounds
+    .venv/bin/python bench/apply_changes_vs_handwritten.py --rows 200000 --events 50000 --rounds 1
+
+The table holds ``--rows`` customers (written once with ``deltalake``); the batch is ``--events``
+change events as JSON lines: updates of existing keys, new keys, 10% deletes, 10% late events
+(older than the table's row: no effect) and several events for some keys. Each round starts both
+sides from a copy of the same table (untimed). The engine runs a job reading the batch with the
+files source into ``{ type = delta, mode = apply_changes, keys = [id], sequence_by = seq,
+delete_when = "op = 'D'" }``; the hand side reads the same files with the same schema, keeps each
+key's last event (``row_number`` over the key by sequence) and runs one MERGE (delete where the
+event is a newer delete, update where newer, insert new keys). One untimed warm-up each, then
+alternating timed rounds; both tables are read back with ``deltalake`` and must hold the same
+rows. The last line on stdout is a one-line JSON of the figures; exit 1 when the tables differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import random
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.ingest_vs_handwritten import OUT, cpu_clock  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SCHEMA = "id BIGINT, seq BIGINT, op STRING, name STRING, amount DOUBLE"
+FILES = 4
+
+
+def ensure_data(rows: int, events: int) -> tuple[Path, Path]:
+    """The base table (``deltalake``) and the change batch (JSON lines), made once per size."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    base = OUT / "data" / f"cdc-table-{rows}"
+    if not (base / "_delta_log").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        ids = list(range(rows))
+        table = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "seq": pa.array([1_000 + i % 1_000 for i in ids], pa.int64()),
+                "op": ["U"] * rows,
+                "name": [f"n{i}" for i in ids],
+                "amount": pa.array([float(i % 10_000) for i in ids], pa.float64()),
+            }
+        )
+        write_deltalake(str(base), table)
+    batch = OUT / "data" / f"cdc-events-{rows}-{events}"
+    if not (batch / "_done").exists():
+        shutil.rmtree(batch, ignore_errors=True)
+        batch.mkdir(parents=True)
+        rng = random.Random(20)
+        lines: list[list[str]] = [[] for _ in range(FILES)]
+        for i in range(events):
+            key = rng.randrange(rows) if rng.random() < 0.8 else rows + rng.randrange(events)
+            late = rng.random() < 0.1
+            event = {
+                "id": key,
+                "seq": rng.randrange(1, 1_000) if late else 10_000 + i,
+                "op": "D" if rng.random() < 0.1 else "U",
+                "name": f"e{i}",
+                "amount": float(i % 977),
+            }
+            lines[i % FILES].append(json.dumps(event))
+        for n, part in enumerate(lines):
+            (batch / f"part-{n:02d}.json").write_text("\n".join(part) + "\n")
+        (batch / "_done").write_text("")
+    return base, batch
+
+
+def run_engine(spark: SparkSession, events: Path, out: Path) -> Path:
+    from engine.runtime import JobManager
+    from engine.spec import compile_job
+    from engine.state import InMemoryRunStore
+
+    job = {
+        "sources": {"in": {"type": "files", "format": "json", "path": str(events), "schema": SCHEMA}},
+        "sinks": {
+            "table": {
+                "type": "delta",
+                "path": "customers",
+                "mode": "apply_changes",
+                "keys": ["id"],
+                "sequence_by": "seq",
+                "delete_when": "op = 'D'",
+            }
+        },
+    }
+    spec = compile_job(job, name="bench_cdc", file=None, warehouse=str(out))
+    result = JobManager(spark).run(spec, f"bench-{uuid.uuid4().hex[:8]}", InMemoryRunStore())
+    if result.status != "SUCCEEDED":
+        raise RuntimeError(f"engine run failed: {result.summary()}")
+    return out / "customers"
+
+
+def run_hand(spark: SparkSession, events: Path, out: Path) -> Path:
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    changes = spark.read.schema(SCHEMA).json(str(events))
+    last = Window.partitionBy("id").orderBy(F.col("seq").desc(), F.col("op"), F.col("name").desc())
+    latest = changes.withColumn("rn", F.row_number().over(last)).where("rn = 1").drop("rn")
+    (
+        DeltaTable.forPath(spark, str(out / "customers"))
+        .alias("t")
+        .merge(latest.alias("s"), "t.id = s.id")
+        .whenMatchedDelete("s.op = 'D' AND s.seq > t.seq")
+        .whenMatchedUpdateAll("s.seq > t.seq")
+        .whenNotMatchedInsertAll("s.op <> 'D'")
+        .execute()
+    )
+    return out / "customers"
+
+
+def fingerprint(path: Path) -> tuple[int, str]:
+    """(rows, a hash of every row sorted), read with ``deltalake``."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path)).to_pyarrow_table(columns=["id", "seq", "name", "amount"]).sort_by("id")
+    digest = hashlib.sha256()
+    for column in table.columns:
+        digest.update(str(column.to_pylist()).encode())
+    return table.num_rows, digest.hexdigest()[:16]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--events", type=int, default=200_000)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    base, events = ensure_data(args.rows, args.events)
+    from bench.session import start_spark
+
+    spark = start_spark()
+    shutil.rmtree(OUT / "runs", ignore_errors=True)
+    sides = {"engine": run_engine, "hand": run_hand}
+    figures: dict[str, list[tuple[float, float | None]]] = {"engine": [], "hand": []}
+    prints: set[tuple[int, str]] = set()
+    for n in range(args.rounds + 1):
+        for side, run in sides.items():
+            out = OUT / "runs" / f"cdc-{side}-{n}"
+            shutil.copytree(base, out / "customers")
+            before, started = cpu_clock(), time.perf_counter()
+            table = run(spark, events, out)
+            seconds, after = time.perf_counter() - started, cpu_clock()
+            cpu = after[1] - before[1] if before and after else None
+            rows, digest = fingerprint(table)
+            prints.add((rows, digest))
+            label = "warm-up" if n == 0 else f"round {n}"
+            shown = "" if cpu is None else f"  cpu={cpu:.1f}s"
+            print(f"{label:>8} {side:<6} {seconds:7.2f}s  rows={rows:,} hash={digest}{shown}", flush=True)
+            if n:
+                figures[side].append((seconds, cpu))
+            shutil.rmtree(out, ignore_errors=True)
+    spark.stop()
+    eps = {s: statistics.median(args.events / sec for sec, _ in figures[s]) for s in figures}
+    cpus = {s: [c for _, c in figures[s] if c is not None] for s in figures}
+    cpu_ratio = statistics.median(cpus["hand"]) / statistics.median(cpus["engine"]) if all(cpus.values()) else None
+    ok = len(prints) == 1
+    ratio = eps["engine"] / eps["hand"]
+    print(f"median: engine {eps['engine']:,.0f} events/s, hand {eps['hand']:,.0f} events/s, engine/hand = {ratio:.3f}")
+    print(f"check: both sides leave the same table -> {'OK' if ok else f'MISMATCH {sorted(prints)}'}")
+    summary = {
+        "rows": args.rows,
+        "events": args.events,
+        "rounds": args.rounds,
+        "engine_seconds": [round(s, 3) for s, _ in figures["engine"]],
+        "hand_seconds": [round(s, 3) for s, _ in figures["hand"]],
+        "ratio": round(ratio, 3),
+        "cpu_ratio": None if cpu_ratio is None else round(cpu_ratio, 3),
+        "goal": 0.9,
+        "tables_match": ok,
+    }
+    print(json.dumps(summary), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
