@@ -28,6 +28,9 @@ def test_steps_round_trip_through_json() -> None:
     step = DeltaWrite("lake", "/t", "/t/_engine_staging/b1", "merge", "app", 4, 2, keys=["id"], options={"a": "1"})
     again = CommitStep.from_json(json.loads(json.dumps(step.to_json())))
     assert again == step
+    changes = {"keys": ["id"], "sequence_by": "seq", "scd": 2, "soft_delete": False}
+    step = DeltaWrite("lake", "/t", "/t/_engine_staging/b1", "apply_changes", "app", 4, 2, changes=changes)
+    assert CommitStep.from_json(json.loads(json.dumps(step.to_json()))) == step
     with pytest.raises(StepError, match="unknown commit step"):
         CommitStep.from_json({"kind": "teleport"})
 
