@@ -287,3 +287,22 @@ def test_the_demo_applies_customer_changes_as_scd1_and_scd2(spark: Any, tmp_path
     errors = DeltaTable(str(tmp_path / "_errors" / "customers_cdc")).to_pyarrow_table().to_pylist()
     assert [json.loads(e["record"])["name"] for e in errors] == ["A. M. Turing"]  # no lsn: rejected
     assert summary["dags"][0]["records_read"] == 12
+
+
+@pytest.mark.parametrize("scd", [1, 2])
+def test_a_new_column_in_a_later_batch_is_added_to_the_table(spark: Any, tmp_path: Path, scd: int) -> None:
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'", scd=scd)
+    land(wh, 0, [{"id": 1, "seq": 1, "op": "U", "name": "a", "amount": 1.0}])
+    assert run_here(jobs, wh)[0] == 0
+    job = yaml.safe_load((jobs / "crash.yaml").read_text())
+    job["sources"]["in"]["schema"] = f"{SCHEMA}, tier STRING"
+    (jobs / "crash.yaml").write_text(yaml.safe_dump(job))
+    land(wh, 1, [{"id": 1, "seq": 2, "op": "U", "name": "b", "amount": 2.0, "tier": "gold"}])
+    code, summary = run_here(jobs, wh)
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    rows = sorted(DeltaTable(str(wh / "customers")).to_pyarrow_table().to_pylist(), key=lambda r: r["seq"])
+    if scd == 1:
+        assert [(r["seq"], r["name"], r["tier"]) for r in rows] == [(2, "b", "gold")]
+    else:
+        assert [(r["valid_from"], r["valid_to"], r["tier"]) for r in rows] == [(1, 2, None), (2, None, "gold")]
