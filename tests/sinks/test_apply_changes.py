@@ -250,6 +250,23 @@ def test_mistakes_are_config_errors_naming_the_key(
     assert not (tmp_path / "wh" / "t").exists()
 
 
+def test_an_event_without_a_sequence_fails_the_run_naming_the_sink_and_key(spark: Any, tmp_path: Path) -> None:
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'")
+    rng = random.Random(5)
+    land(wh, 0, change_stream(0, rng)[:200])
+    assert run_here(jobs, wh)[0] == 0
+    before = table_rows(wh / "customers", COLUMNS)
+    unordered = [*change_stream(1, rng)[:200], {"id": 4242, "seq": None, "op": "U", "name": "x", "amount": 1.0}]
+    land(wh, 1, unordered)
+    code, summary = run_here(jobs, wh)
+    assert (code, summary["status"]) == (1, "FAILED"), summary
+    (dag,) = summary["dags"]
+    assert "sink `table`" in dag["message"] and "4242" in dag["message"], dag["message"]
+    assert table_rows(wh / "customers", COLUMNS) == before, "nothing of the failed batch is published"
+    assert DeltaTable(str(wh / "customers")).version() == 0
+
+
 def test_validate_mode_refuses_a_bad_delete_condition_with_exit_2(spark: Any, tmp_path: Path) -> None:
     wh, jobs = tmp_path / "wh", tmp_path / "jobs"
     write_job(jobs, wh, sequence_by="seq", delete_when="kind = 'D'")
