@@ -120,23 +120,20 @@ class DeltaSink(TableSink):
         contract = Contract(c.schema_, self.name, c.path, merge=True)
         table = changes.data_schema(table_schema(df.sparkSession, c.path, version=version))
         df, adds_columns = contract.apply(df, table)
-        staging = batch.staging(c.path)
-        changes.staged(df, delete_when=c.delete_when, sink=self.name).write.mode("overwrite").parquet(staging)
-        step = DeltaWrite(
+        return stage_delta(
+            changes.staged(df, delete_when=c.delete_when, sink=self.name),
+            batch,
+            fs,
             sink=self.name,
             table=c.path,
-            staging=staging,
-            mode=c.mode,
             app_id=f"{batch.app_id}:{self.name}",
-            batch=batch.number,
-            base_version=version,
+            mode=c.mode,
             partition_by=list(c.partition_by),
             keys=list(c.keys),
             options={**self._options, "mergeSchema": "true"} if adds_columns else self._options,
-            user_metadata=batch.user_metadata,
-            changes=changes.to_json(),
+            base_version=version,
+            changes=changes,
         )
-        return Staged([step], staging)
 
 
 def stage_delta(
@@ -152,12 +149,17 @@ def stage_delta(
     keys: list[str] | None = None,
     options: dict[str, str] | None = None,
     base_version: int | None = None,
+    changes: Changes | None = None,
 ) -> Staged:
     """Stage ``df`` for one Delta commit to ``table`` (a sink's or the error table's): written by
     Delta's writer if it can be committed as it is, else as Parquet in the batch's staging.
-    ``base_version``: the table's latest version, if the caller listed its log already."""
+    ``base_version``: the table's latest version, if the caller listed its log already.
+    ``changes``: ``df`` holds change events the commit step applies (always staged as Parquet)."""
     base_version = fs.delta_version(table) if base_version is None else base_version
-    written = write_files(df, table, partition_by or [], mode=mode, options=options or {}, scratch=batch.staging(table))
+    scratch = batch.staging(table)
+    written = None
+    if changes is None:
+        written = write_files(df, table, partition_by or [], mode=mode, options=options or {}, scratch=scratch)
     staging = None
     if written is None:
         staging = batch.staging(table)
@@ -175,5 +177,6 @@ def stage_delta(
         options=options or {},
         user_metadata=batch.user_metadata,
         written=written.to_json() if written else {},
+        changes=changes.to_json() if changes else {},
     )
     return Staged([step], staging)
