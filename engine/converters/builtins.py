@@ -151,7 +151,11 @@ class DedupeConverter(Converter):
 
 def sort_column(text: str) -> Column:
     expr, descending, nulls = conf.split_sort_order(text)
-    column = F.expr(expr)
+    return ordered(F.expr(expr), descending, nulls)
+
+
+def ordered(column: Column, descending: bool, nulls: str | None) -> Column:
+    """``column`` as a sort order: descending or not, nulls ``first``, ``last`` or Spark's default."""
     if descending:
         return column.desc_nulls_first() if nulls == "first" else column.desc_nulls_last() if nulls else column.desc()
     return column.asc_nulls_last() if nulls == "last" else column.asc_nulls_first() if nulls else column.asc()

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
-from engine.converters.sqltext import Refused, parsed, trimmed
+from engine.converters.sqltext import JoinCondition, Refused, join_condition, parsed, trimmed
 from engine.plugins.conf import Anchors, PluginConf
 from engine.plugins.lineage import DatasetName, of_path
 from engine.plugins.sizes import parse_bytes
@@ -260,6 +260,8 @@ class LookupConf(ConverterConf):
 
         { type = lookup, path = ref/customers, on = [customer_id], columns = [name, segment],
           prefix = "customer_", on_missing = reject }
+        { type = lookup, path = ref/prices, columns = [price], on_missing = reject,
+          on = "input.sku = ref.sku AND input.sold_at >= ref.valid_from AND input.sold_at < ref.valid_to" }
 
     The reference is read once per run, at one version (a Delta table's version, fixed when the
     run first uses it), and broadcast to the join when its estimated size is at most
@@ -275,10 +277,15 @@ class LookupConf(ConverterConf):
     """How the reference is stored."""
     options: dict[str, str | int | float | bool] = {}
     """Spark reader options (``header = true`` for a CSV reference)."""
-    on: list[str] = Field(min_length=1)
-    """The key columns, named alike in the records and in the reference."""
+    on: list[str] | str = Field(min_length=1)
+    """The key columns, named alike in the records and in the reference; or a SQL condition for a
+    join that is not on equal keys, naming the records' columns ``input.<column>`` and the
+    reference's ``ref.<column>``. A condition without an equality between the two sides joins
+    every record with every reference row (cheap only for a broadcast reference); a record's
+    matches are counted (``duplicates``) after the join, through a shuffle of the joined rows."""
     columns: list[str] = []
-    """The reference columns each record gets; every one but the keys when empty."""
+    """The reference columns each record gets; every one but the keys (all of them, for a
+    condition) when empty."""
     prefix: str = ""
     """Put before each brought column's name (a record column of the same name is a config error)."""
     on_missing: Literal["keep", "reject", "drop"] = "keep"
@@ -298,6 +305,21 @@ class LookupConf(ConverterConf):
     def _size(cls, value: int | str) -> int | str:
         parse_bytes(value)  # a size that does not parse is a config error naming the key
         return value
+
+    @field_validator("on")
+    @classmethod
+    def _condition(cls, value: list[str] | str) -> list[str] | str:
+        if isinstance(value, str):
+            try:
+                join_condition(value)
+            except Refused as exc:
+                raise ValueError(f"the join condition {exc}") from exc
+        return value
+
+    @property
+    def condition(self) -> JoinCondition | None:
+        """``on`` as a join condition; ``None`` for key columns."""
+        return join_condition(self.on) if isinstance(self.on, str) else None
 
     @property
     def broadcast_bytes(self) -> int:

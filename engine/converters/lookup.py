@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 
 from engine.converters import conf
 from engine.converters.base import Converter, first_line
-from engine.converters.builtins import sort_column
-from engine.converters.conf import LookupConf
+from engine.converters.builtins import ordered, sort_column
+from engine.converters.conf import LookupConf, split_sort_order
 from engine.converters.frame import DROPPED, ERRORS, is_rejected, reject
 from engine.errors import ConfigError
 from engine.plugins.conf import option_texts
@@ -43,6 +43,11 @@ _KEY = "__engine_lookup_key_{}"
 _FOUND = "__engine_lookup_found"
 _COUNT = "__engine_lookup_rows"
 _RANK = "__engine_lookup_rank"
+_REF = "__engine_lookup_ref_{}"
+"""A reference column an ``on`` condition reads, renamed so that it cannot clash with the records'."""
+_ORDER = "__engine_lookup_order_{}"
+_RECORD = "__engine_lookup_record"
+"""A condition join's record id: the rows of one record's matches share it."""
 
 
 class LookupConverter(Converter):
@@ -56,6 +61,8 @@ class LookupConverter(Converter):
         self._reference: DataFrame | None = None
         self._broadcast = False
         self._version: int | None = None
+        self._order: list[tuple[bool, str | None]] = []
+        """A condition join's ``first`` order: each rank column's direction and nulls placement."""
 
     def pin(self, spark: SparkSession, version: int | None) -> None:
         c = self.conf
@@ -78,9 +85,15 @@ class LookupConverter(Converter):
             self._reference.unpersist()
             self._reference = None
 
+    @property
+    def _record_columns(self) -> list[str]:
+        """The records' columns the match reads: the keys, or those a condition names."""
+        condition = self.conf.condition
+        return list(condition.records) if condition else list(self.conf.on)
+
     def _apply(self, frame: DataFrame) -> DataFrame:
         c = self.conf
-        missing = [k for k in c.on if k not in frame.columns]
+        missing = [k for k in self._record_columns if k not in frame.columns]
         if missing:
             raise ConfigError(
                 f"converter `{self.step}`: key column(s) {', '.join(missing)} not in the records; "
@@ -96,8 +109,7 @@ class LookupConverter(Converter):
                 f"set {self.key}.prefix to bring them under other names",
                 key=f"{self.key}.prefix",
             )
-        match = [F.col(f"`{k}`") == F.col(_KEY.format(i)) for i, k in enumerate(c.on)]
-        joined = frame.join(reference, on=functools.reduce(operator.and_, match), how="left")
+        joined = self._joined(frame, reference)
         found = F.coalesce(F.col(_FOUND), F.lit(False))
         if c.duplicates == "fail":
             joined = joined.withColumn(ERRORS, F.when(F.col(_COUNT) > 1, self._too_many()).otherwise(F.col(ERRORS)))
@@ -105,7 +117,27 @@ class LookupConverter(Converter):
             joined = reject(joined, ~found, step=self.step, reason=self._no_match())
         elif c.on_missing == "drop":
             joined = joined.withColumn(DROPPED, F.col(DROPPED) | (~found & ~is_rejected()))
-        return joined.drop(*[n for n in reference.columns if n not in brought])
+        return joined.drop(*[n for n in joined.columns if n.startswith(_OURS)])
+
+    def _joined(self, frame: DataFrame, reference: DataFrame) -> DataFrame:
+        """Each record with its match (a left join): by key, against one row per key; by a
+        condition, each record's matches counted (``fail``) or ranked to keep the first (``first``)."""
+        condition = self.conf.condition
+        if condition is None:
+            match = [F.col(f"`{k}`") == F.col(_KEY.format(i)) for i, k in enumerate(self.conf.on)]
+            return frame.join(reference, on=functools.reduce(operator.and_, match), how="left")
+        try:
+            on = F.expr(condition.sql(_REF))
+            joined = frame.withColumn(_RECORD, F.monotonically_increasing_id()).join(reference, on=on, how="left")
+        except AnalysisException as exc:
+            said = f"converter `{self.step}`: the join condition {first_line(exc)}"
+            raise ConfigError(said, key=f"{self.key}.on") from exc
+        matches = Window.partitionBy(_RECORD)
+        if self.conf.duplicates == "fail":
+            return joined.withColumn(_COUNT, F.count(_FOUND).over(matches))
+        order = [ordered(F.col(_ORDER.format(i)), down, nulls) for i, (down, nulls) in enumerate(self._order)]
+        ranked = matches.orderBy(*order or [F.lit(1)])
+        return joined.withColumn(_RANK, F.row_number().over(ranked)).where(F.col(_RANK) == 1)
 
     def _prepared(self, spark: SparkSession) -> DataFrame:
         """The reference's key and brought columns, one row per key (``duplicates = first``) or
@@ -137,16 +169,25 @@ class LookupConverter(Converter):
 
     def _keyed(self, reference: DataFrame) -> DataFrame:
         c = self.conf
-        absent = [n for n in [*c.on, *c.columns] if n not in reference.columns]
+        condition = c.condition
+        matched = list(condition.reference) if condition else c.on
+        absent = [n for n in dict.fromkeys([*matched, *c.columns]) if n not in reference.columns]
         if absent:
             raise ConfigError(
                 f"converter `{self.step}`: the reference {c.path} has no column(s) {', '.join(absent)}; "
                 f"its columns: {', '.join(reference.columns)}",
-                key=f"{self.key}.{'on' if absent[0] in c.on else 'columns'}",
+                key=f"{self.key}.{'on' if absent[0] in matched else 'columns'}",
             )
-        names = c.columns or [n for n in reference.columns if n not in c.on]
-        keys = [F.col(f"`{k}`").alias(_KEY.format(i)) for i, k in enumerate(c.on)]
+        names = c.columns or [n for n in reference.columns if condition or n not in c.on]
         brought = [F.col(f"`{n}`").alias(f"{c.prefix}{n}") for n in names]
+        if condition:  # matched after the join: the condition's columns, and the order of the first
+            compared = [F.col(f"`{n}`").alias(_REF.format(n)) for n in condition.reference]
+            specs = [split_sort_order(o) for o in c.order_by] or [(f"`{n}`", False, None) for n in names]
+            specs = specs if c.duplicates == "first" else []
+            self._order = [(down, nulls) for _, down, nulls in specs]
+            ranks = [F.expr(e).alias(_ORDER.format(i)) for i, (e, _, _) in enumerate(specs)]
+            return reference.select(*compared, *brought, *ranks).withColumn(_FOUND, F.lit(True))
+        keys = [F.col(f"`{k}`").alias(_KEY.format(i)) for i, k in enumerate(c.on)]
         if c.duplicates == "first":  # ranked over the reference's own column names
             order = [sort_column(o) for o in c.order_by] or [F.col(f"`{n}`").asc() for n in names] or [F.lit(1)]
             by_key = Window.partitionBy(*[F.col(f"`{k}`") for k in c.on]).orderBy(*order)
@@ -157,12 +198,14 @@ class LookupConverter(Converter):
         return counted.withColumn(_FOUND, F.lit(True))
 
     def _values(self) -> Column:
-        """The record's key values as text: ``(a, b) = (1, x)``."""
-        values = F.concat_ws(", ", *[F.coalesce(F.col(f"`{k}`").cast("string"), F.lit("null")) for k in self.conf.on])
-        return F.concat(F.lit(f"({', '.join(self.conf.on)}) = ("), values, F.lit(")"))
+        """The record's key values (or those its condition reads) as text: ``(a, b) = (1, x)``."""
+        named = self._record_columns
+        values = F.concat_ws(", ", *[F.coalesce(F.col(f"`{k}`").cast("string"), F.lit("null")) for k in named])
+        return F.concat(F.lit(f"({', '.join(named)}) = ("), values, F.lit(")"))
 
     def _no_match(self) -> Column:
-        return F.concat(F.lit(f"lookup `{self.step}`: no row of {self.conf.path} with "), self._values())
+        where = f" where {self.conf.on}," if isinstance(self.conf.on, str) else ""
+        return F.concat(F.lit(f"lookup `{self.step}`: no row of {self.conf.path}{where} with "), self._values())
 
     def _too_many(self) -> Column:
         said = F.concat(

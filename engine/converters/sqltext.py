@@ -345,6 +345,57 @@ class _Scope:
                 window.set("partition_by", [*(f.copy() for f in first), *(window.args.get("partition_by") or [])])
 
 
+REFERENCE = "ref"
+"""The name a lookup's reference goes by in its ``on`` condition (the records are ``input``)."""
+
+
+@dataclass(frozen=True)
+class JoinCondition:
+    """A lookup's ``on`` condition, each column named by the side it is of."""
+
+    records: tuple[str, ...]
+    """The records' columns it reads (``input.x``), in the order first named."""
+    reference: tuple[str, ...]
+    """The reference's columns it reads (``ref.x``), in the order first named."""
+    tree: exp.Expr
+
+    def sql(self, reference: str) -> str:
+        """The condition Spark evaluates over the joined rows: ``input.x`` is the record's column
+        ``x``, ``ref.x`` the reference's column renamed ``reference.format(x)``."""
+        tree = self.tree.copy()
+        for column in list(tree.find_all(exp.Column)):
+            name = column.name if column.table.lower() == INPUT else reference.format(column.name)
+            column.replace(exp.column(name, quoted=True))
+        return tree.sql(dialect=_SPARK)
+
+
+def join_condition(text: str) -> JoinCondition:
+    """``text`` as a join condition over ``input`` and ``ref``: one boolean expression whose every
+    column is qualified by its side, comparing the records with the reference."""
+    try:
+        trees = [t for t in sqlglot.parse(trimmed(text), dialect="spark") if t is not None]
+    except ParseError as exc:
+        raise Refused(f"does not parse: {_first(exc)}") from exc
+    if len(trees) != 1 or isinstance(trees[0], exp.Query) or not isinstance(trees[0], exp.Expr):
+        raise Refused("is not one condition (write it as a WHERE clause's body)")
+    tree = trees[0]
+    for node in tree.find_all(exp.Query, exp.AggFunc, exp.Window):
+        raise Refused(f"uses {node.sql('spark')}: a join condition compares one record with one reference row")
+    sides: dict[str, list[str]] = {INPUT: [], REFERENCE: []}
+    for column in tree.find_all(exp.Column, bfs=False):  # in the order written
+        side = column.table.lower()
+        if side not in sides or column.args.get("db"):
+            raise Refused(
+                f"names `{column.sql('spark')}`: qualify each column as input.<column> (the records) "
+                f"or ref.<column> (the reference)"
+            )
+        if column.name not in sides[side]:
+            sides[side].append(column.name)
+    if not sides[INPUT] or not sides[REFERENCE]:
+        raise Refused("does not compare the records (input.<column>) with the reference (ref.<column>)")
+    return JoinCondition(tuple(sides[INPUT]), tuple(sides[REFERENCE]), tree)
+
+
 def _column_sql(alias: str) -> str:
     return _column(alias, DATASET).sql()
 

@@ -284,3 +284,97 @@ def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp
     nothing = [line for line in lines if '"amount": "-' in line or '"amount": "0.00"' in line]
     assert dags["orders"]["records_dropped"] == len(nothing) > 0
     assert dags["orders"]["records_read"] == len(out) + dags["orders"]["records_rejected"] + len(nothing)
+
+
+PRICES = [
+    {"sku": s, "valid_from": start, "valid_to": start + 10, "price": float(100 * s + start)}
+    for s in range(5)
+    for start in range(0, 30, 10)
+]
+"""Each of skus 0..4 priced over days [0, 10), [10, 20) and [20, 30)."""
+SALES = [{"id": i, "sku": i % 7, "day": (i * 3) % 35} for i in range(120)]
+"""120 sales of skus 0..6 on days 0..34: skus 5 and 6 and days 30..34 have no price."""
+_SALES_SCHEMA = "id BIGINT, sku BIGINT, day BIGINT"
+_PRICED = "input.sku = ref.sku AND input.day >= ref.valid_from AND input.day < ref.valid_to"
+
+
+def _in_period(prices: list[dict[str, Any]], how: str) -> pd.DataFrame:
+    pairs = pd.DataFrame(SALES).merge(pd.DataFrame(prices), on="sku", how="left")
+    inside = pairs[(pairs["day"] >= pairs["valid_from"]) & (pairs["day"] < pairs["valid_to"])]
+    matched = pd.DataFrame(SALES).merge(inside[["id", "price"]], on="id", how=how)
+    return matched.sort_values("id").reset_index(drop=True)
+
+
+def _priced(spark: Any, lake: Path, lookup: dict[str, Any], prices: list[dict[str, Any]] = PRICES) -> Any:
+    path = lake / "ref" / "prices"
+    write_deltalake(str(path), pa.Table.from_pylist(prices), mode="overwrite")
+    src = write_jsonl(lake.parent / "in" / "sales.json", SALES)  # type: ignore[arg-type]
+    step = {"type": "lookup", "name": "price", "path": "ref/prices", "on": _PRICED, "columns": ["price"], **lookup}
+    result, _ = run_dict(spark, json_job(src, [step], source={"schema": _SALES_SCHEMA}), lake)
+    return result
+
+
+@pytest.mark.parametrize("broadcast_max", ["64m", "0"])
+def test_a_condition_joins_each_record_with_the_row_whose_period_holds_it(
+    spark: Any, lake: Path, broadcast_max: str
+) -> None:
+    result = _priced(spark, lake, {"on_missing": "reject", "broadcast_max": broadcast_max})
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    want = _in_period(PRICES, "inner")
+    got = _table(lake / "out")[["id", "sku", "day", "price"]].sort_values("id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want[["id", "sku", "day", "price"]], check_dtype=False)
+    errors = _table(lake / "_errors" / "t")
+    unmatched = sorted(set(o["id"] for o in SALES) - set(want["id"]))
+    assert len(unmatched) > 20 and sorted(json.loads(r)["id"] for r in errors["record"]) == unmatched
+    some = json.loads(errors.iloc[0]["record"])
+    assert list(errors.iloc[0]["reasons"]) == [
+        f"price: lookup `price`: no row of {lake / 'ref' / 'prices'} where {_PRICED}, with "
+        f"(sku, day) = ({some['sku']}, {some['day']})"
+    ]
+
+
+def test_a_condition_matching_several_rows_fails_or_takes_the_first_in_order(spark: Any, lake: Path) -> None:
+    overlap = [*PRICES, {"sku": 2, "valid_from": 5, "valid_to": 15, "price": -1.0}]  # over days 5..14 of sku 2
+    failed = _priced(spark, lake, {}, overlap)
+    (dag,) = failed.dags
+    assert failed.status == "FAILED"
+    assert "(sku, day) = (2, " in dag.message and "matches 2 rows of the reference" in dag.message, dag.message
+    assert _table(lake / "out").empty
+
+    latest = {"duplicates": "first", "order_by": ["valid_from DESC"]}
+    first = _priced(spark, lake / "first", latest, overlap)
+    assert first.status == "SUCCEEDED", first.dags[0].message
+    out = _table(lake / "first" / "out").sort_values("id").reset_index(drop=True)
+    assert len(out) == len(SALES)  # no record doubled
+    late = out[(out["sku"] == 2) & (out["day"] >= 10) & (out["day"] < 15)]
+    early = out[(out["sku"] == 2) & (out["day"] >= 5) & (out["day"] < 10)]
+    assert not late.empty and set(late["price"]) == {210.0}  # [10, 20) starts after [5, 15)
+    assert not early.empty and set(early["price"]) == {-1.0}  # [5, 15) starts after [0, 10)
+    want = _in_period(PRICES, "left")
+    elsewhere = ~((out["sku"] == 2) & (out["day"] >= 5) & (out["day"] < 15))
+    pd.testing.assert_series_equal(out.loc[elsewhere, "price"], want.loc[elsewhere, "price"], check_dtype=False)
+
+
+@pytest.mark.parametrize(
+    ("on", "said"),
+    [
+        ("sku = ref.sku", "qualify each column as input.<column>"),
+        ("input.sku = 3", "does not compare the records"),
+        ("input.sku = ref.sku AND", "does not parse"),
+        ("input.sku = ref.sku AND input.day < ref.until", "has no column(s) until"),
+        ("input.part = ref.sku", "key column(s) part not in the records"),
+        ("input.sku = ref.sku AND nope(input.day)", "the join condition"),
+    ],
+)
+def test_condition_mistakes_are_config_errors_naming_the_on_key(spark: Any, lake: Path, on: str, said: str) -> None:
+    from engine.runtime import JobManager
+    from engine.state import InMemoryRunStore
+
+    write_deltalake(str(lake / "ref" / "prices"), pa.Table.from_pylist(PRICES), mode="overwrite")
+    src = write_jsonl(lake.parent / "in" / "sales.json", SALES[:5])  # type: ignore[arg-type]
+    step = {"type": "lookup", "path": "ref/prices", "on": on, "columns": ["price"]}
+    with pytest.raises(ConfigError) as raised:
+        job = json_job(src, [step], source={"schema": _SALES_SCHEMA})
+        JobManager(spark).run(compile_dict(job, lake), "run-1", InMemoryRunStore())
+    assert raised.value.key is not None and raised.value.key.endswith("converters[0].on"), raised.value
+    assert said in str(raised.value), raised.value
