@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.commit.errors import StepError
 from engine.commit.steps import CommitStep, StepContext
+from engine.plugins.lineage import shown_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,12 +62,6 @@ def connection_options(
 def login_key(dag: str, sink: str) -> str:
     """Where a run keeps the login of ``sink`` of ``dag`` for the steps (two sinks never share one)."""
     return f"jdbc-login:{dag}:{sink}"
-
-
-def shown_url(url: str) -> str:
-    """``url`` without what may carry a password: its query string (``?password=``) or, SQL Server's
-    way, its ``;key=value`` properties."""
-    return url.split("?", 1)[0].split(";", 1)[0]
 
 
 @dataclass(frozen=True)

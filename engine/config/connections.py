@@ -3,11 +3,12 @@
 A connection is one file, ``<name>.conf`` (HOCON), ``.yaml`` or ``.yml``, in
 ``$ENGINE_CONNECTIONS_DIR``, else in the config tree's ``connections/`` (``conf/connections/``).
 A source or a sink (``sources.<name>``, ``sinks.<name>``: of the job, of a DAG, of the fan-out's
-template) or a fan-out's ``discover`` says ``connection = <name>`` instead of repeating the
-connection's keys; its own keys win over the connection's (a null one does not: the documented
-defaults a job leaves out are null; ``options`` are merged key by key). ``connection`` anywhere else is left alone. A
-value in the file may be ``ENC(...)`` (:mod:`engine.config.secrets`): the run decrypts it like any
-other, and masks it the same way.
+template), a ``lookup`` converter (its database reference) or a fan-out's ``discover`` says
+``connection = <name>`` instead of repeating the connection's keys; its own keys win over the
+connection's (a null one does not: the documented defaults a job leaves out are null; ``options``
+are merged key by key). ``connection`` anywhere else is left alone. A value in the file may be
+``ENC(...)`` (:mod:`engine.config.secrets`): the run decrypts it like any other, and masks it the
+same way.
 
 .. code-block:: yaml
 
@@ -57,7 +58,7 @@ _LOGIN = frozenset({"url", "user", "password", "driver"})
 _S3 = frozenset({"buckets", "endpoint", "region", "access_key", "secret_key", "session_token", "path_style"})
 _KAFKA = frozenset({"bootstrap_servers", "options"})
 KINDS: dict[str, tuple[frozenset[str], dict[str, frozenset[str]]]] = {
-    "jdbc": (_LOGIN | {"options"}, {"jdbc": _LOGIN | {"options"}, "jdbc_tables": _LOGIN}),
+    "jdbc": (_LOGIN | {"options"}, {"jdbc": _LOGIN | {"options"}, "jdbc_tables": _LOGIN, "lookup": _LOGIN}),
     "s3": (_S3, {}),
     "kafka": (_KAFKA, {"kafka": _KAFKA}),
 }
@@ -117,13 +118,16 @@ def _storage(data: dict[str, Any], loaded: dict[str, tuple[dict[str, Any], Path]
 
 
 def _nodes(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
-    """``node`` (a job, a DAG, a template) with its ``sources`` and ``sinks`` filled."""
+    """``node`` (a job, a DAG, a template) with its ``sources``, ``sinks`` and ``converters`` (a
+    lookup's database) filled."""
     if not isinstance(node, dict):
         return node
     out = dict(node)
     for part in ("sources", "sinks"):
         if isinstance(node.get(part), dict):
             out[part] = {n: _filled(s, f"{key}.{part}.{n}", loaded) for n, s in node[part].items()}
+    if isinstance(node.get("converters"), list):
+        out["converters"] = [_filled(c, f"{key}.converters.{i}", loaded) for i, c in enumerate(node["converters"])]
     return out
 
 

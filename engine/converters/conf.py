@@ -9,7 +9,7 @@ from typing_extensions import Self
 
 from engine.converters.sqltext import JoinCondition, Refused, join_condition, parsed, trimmed
 from engine.plugins.conf import Anchors, PluginConf
-from engine.plugins.lineage import DatasetName, of_path
+from engine.plugins.lineage import DatasetName, of_jdbc, of_path, shown_url
 from engine.plugins.sizes import parse_bytes
 from engine.plugins.threshold import ThresholdValue
 
@@ -271,12 +271,24 @@ class LookupConf(ConverterConf):
     """
 
     type: Literal["lookup"] = "lookup"
-    path: str
-    """The reference: a Delta table or files; relative paths are relative to the ``warehouse``."""
-    format: Literal["delta", "parquet", "csv", "json", "avro", "orc"] = "delta"
-    """How the reference is stored."""
+    path: str | None = None
+    """The reference: a Delta table or files; relative paths are relative to the ``warehouse``.
+    A database table instead: ``format = jdbc`` with ``url`` and ``table`` (or a ``connection``)."""
+    format: Literal["delta", "parquet", "csv", "json", "avro", "orc", "jdbc"] = "delta"
+    """How the reference is stored (``jdbc`` when it has a ``url``, a ``connection``'s)."""
     options: dict[str, str | int | float | bool] = {}
-    """Spark reader options (``header = true`` for a CSV reference)."""
+    """Spark reader options (``header = true`` for a CSV reference; ``partitionColumn``,
+    ``numPartitions``... for a large database table, else read by one query)."""
+    url: str | None = None
+    """``format = jdbc``: the JDBC URL (with ``user``, ``password``, ``driver``: or name a
+    ``connection`` of type ``jdbc``)."""
+    table: str | None = None
+    """``format = jdbc``: the table (or view) read whole, once a run; or give ``query``."""
+    query: str | None = None
+    """``format = jdbc``: a SELECT whose rows are the reference."""
+    user: str | None = None
+    password: str | None = None
+    driver: str | None = None
     on: list[str] | str = Field(min_length=1)
     """The key columns, named alike in the records and in the reference; or a SQL condition for a
     join that is not on equal keys, naming the records' columns ``input.<column>`` and the
@@ -306,6 +318,40 @@ class LookupConf(ConverterConf):
         parse_bytes(value)  # a size that does not parse is a config error naming the key
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _database(cls, data: object) -> object:
+        """A reference given a ``url`` (a ``connection``'s) is a database table unless ``format`` says."""
+        if isinstance(data, dict) and data.get("url") is not None and data.get("format") is None:
+            return {**data, "format": "jdbc"}
+        return data
+
+    @model_validator(mode="after")
+    def _where(self) -> Self:
+        database = {"url": self.url, "table": self.table, "query": self.query, "user": self.user}
+        database |= {"password": self.password, "driver": self.driver}
+        if self.format != "jdbc":
+            if self.path is None:
+                raise ValueError("give the reference's `path` (or `format = jdbc` and a database table)")
+            given = [k for k, v in database.items() if v is not None]
+            if given:
+                raise ValueError(f"`{given[0]}` is for a database reference (`format = jdbc`), not a {self.format} one")
+            return self
+        if self.path is not None:
+            raise ValueError("a database reference (`format = jdbc`) has no `path`: give `table` or `query`")
+        if self.url is None:
+            raise ValueError("a database reference (`format = jdbc`) needs `url` (or a `connection`)")
+        if (self.table is None) == (self.query is None):
+            raise ValueError("a database reference (`format = jdbc`) needs exactly one of `table` and `query`")
+        return self
+
+    @property
+    def reference(self) -> str:
+        """What the reference is, for messages: its path, or its database table (no credentials)."""
+        if self.path is not None:
+            return self.path
+        return f"{shown_url(self.url or '')} {f'table {self.table}' if self.table else 'query'}"
+
     @field_validator("on")
     @classmethod
     def _condition(cls, value: list[str] | str) -> list[str] | str:
@@ -326,13 +372,17 @@ class LookupConf(ConverterConf):
         return parse_bytes(self.broadcast_max) or 0
 
     def resolved(self, anchors: Anchors) -> LookupConf:
+        if self.path is None:
+            return self
         return self.model_copy(update={"path": anchors.under_warehouse(self.path)})
 
     def sql_expressions(self) -> list[str]:
         return [split_sort_order(o)[0] for o in self.order_by]
 
     def inputs(self) -> dict[str, str]:
-        return {self.path: self.path}
+        return {self.path: self.path} if self.path is not None else {}
 
     def lineage(self) -> list[DatasetName]:
-        return [of_path(self.path)]
+        if self.path is not None:
+            return [of_path(self.path)]
+        return [of_jdbc(self.url or "", self.table)] if self.table else []

@@ -23,12 +23,13 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from engine.commit.jdbc import connection_options
 from engine.converters import conf
 from engine.converters.base import Converter, first_line
 from engine.converters.builtins import ordered, sort_column
 from engine.converters.conf import LookupConf, split_sort_order
 from engine.converters.frame import DROPPED, ERRORS, is_rejected, reject
-from engine.errors import ConfigError
+from engine.errors import ConfigError, JobFailedError
 from engine.plugins.conf import option_texts
 from engine.storage.hadoop import HadoopFs
 
@@ -69,7 +70,7 @@ class LookupConverter(Converter):
         if c.format != "delta":
             return  # files have no version: a run reads the files there are when it first uses them
         if version is None:
-            version = HadoopFs(spark).delta_version(c.path)
+            version = HadoopFs(spark).delta_version(c.path or "")
             if version < 0:
                 raise ConfigError(f"converter `{self.step}`: no Delta table at {c.path}", key=f"{self.key}.path")
         if version != self._version:
@@ -143,17 +144,20 @@ class LookupConverter(Converter):
         """The reference's key and brought columns, one row per key (``duplicates = first``) or
         with each key's row count (``fail``); read, checked and cached on the run's first use."""
         if self._reference is None:
-            reference = self._keyed(self._read(spark))
-            size = _estimated_size(reference)
+            self._reference = self._keyed(self._read(spark)).cache()
+            if self.conf.format == "jdbc":  # Spark cannot size a database table unread: read it now
+                self._reference.count()
+            size = _estimated_size(self._reference)  # a file's or table's until cached, then the cache's
             self._broadcast = size is not None and size <= self.conf.broadcast_bytes
             how = "broadcast" if self._broadcast else "shuffled"
-            read = self.conf.path if self._version is None else f"{self.conf.path}@{self._version}"
+            read = self.conf.reference if self._version is None else f"{self.conf.reference}@{self._version}"
             log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, read, size, how)
-            self._reference = reference.cache()
         return F.broadcast(self._reference) if self._broadcast else self._reference
 
     def _read(self, spark: SparkSession) -> DataFrame:
         c = self.conf
+        if c.format == "jdbc":
+            return self._read_database(spark)
         reader = spark.read.format(c.format).options(**option_texts(c.options))
         if c.format == "delta":
             if self._version is None:
@@ -167,6 +171,19 @@ class LookupConverter(Converter):
                 key=f"{self.key}.path",
             ) from exc
 
+    def _read_database(self, spark: SparkSession) -> DataFrame:
+        """The database table (or query) as one Spark JDBC read; its schema is asked for now."""
+        c = self.conf
+        login = connection_options(c.url or "", user=c.user, password=c.password, driver=c.driver)
+        what = {"dbtable": c.table} if c.table else {"query": c.query or ""}
+        reader = spark.read.format("jdbc").options(**login, **what, **option_texts(c.options))
+        try:
+            return reader.load()
+        except Exception as exc:  # the driver's errors reach Python as Py4J's, whatever their kind
+            raise JobFailedError(
+                f"converter `{self.step}` ({self.key}): cannot read the reference {c.reference}: {first_line(exc)}"
+            ) from exc
+
     def _keyed(self, reference: DataFrame) -> DataFrame:
         c = self.conf
         condition = c.condition
@@ -174,7 +191,7 @@ class LookupConverter(Converter):
         absent = [n for n in dict.fromkeys([*matched, *c.columns]) if n not in reference.columns]
         if absent:
             raise ConfigError(
-                f"converter `{self.step}`: the reference {c.path} has no column(s) {', '.join(absent)}; "
+                f"converter `{self.step}`: the reference {c.reference} has no column(s) {', '.join(absent)}; "
                 f"its columns: {', '.join(reference.columns)}",
                 key=f"{self.key}.{'on' if absent[0] in matched else 'columns'}",
             )
@@ -205,7 +222,7 @@ class LookupConverter(Converter):
 
     def _no_match(self) -> Column:
         where = f" where {self.conf.on}," if isinstance(self.conf.on, str) else ""
-        return F.concat(F.lit(f"lookup `{self.step}`: no row of {self.conf.path}{where} with "), self._values())
+        return F.concat(F.lit(f"lookup `{self.step}`: no row of {self.conf.reference}{where} with "), self._values())
 
     def _too_many(self) -> Column:
         said = F.concat(
@@ -213,7 +230,7 @@ class LookupConverter(Converter):
             self._values(),
             F.lit(" matches "),
             F.col(_COUNT).cast("string"),
-            F.lit(f" rows of the reference {self.conf.path}; fix it, or set {self.key}.duplicates = first"),
+            F.lit(f" rows of the reference {self.conf.reference}; fix it, or set {self.key}.duplicates = first"),
         )
         return F.raise_error(said).cast("array<struct<step:string,reason:string>>")
 

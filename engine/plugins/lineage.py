@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from engine.storage.paths import StoragePath
 
-__all__ = ["DatasetName", "of_jdbc", "of_kafka", "of_path"]
+__all__ = ["DatasetName", "of_jdbc", "of_kafka", "of_path", "shown_url"]
 
 
 @dataclass(frozen=True, order=True)
@@ -52,6 +52,12 @@ def of_path(path: str) -> DatasetName:
     if scheme in _OBJECT_STORES:
         return DatasetName(f"{_OBJECT_STORES[scheme]}://{where}", parts.path.strip("/"))
     return DatasetName(f"{scheme}://{where}" if where else scheme, parts.path.rstrip("/") or "/")
+
+
+def shown_url(url: str) -> str:
+    """``url`` without what may carry a password: its query string (``?password=``) or, SQL Server's
+    way, its ``;key=value`` properties."""
+    return url.split("?", 1)[0].split(";", 1)[0]
 
 
 def of_jdbc(url: str, table: str) -> DatasetName:

@@ -15,9 +15,10 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.jdbc import ROW_ID, Database, JdbcDropStaging, JdbcLogin, JdbcPublish, login_key, scheme, shown_url
+from engine.commit.jdbc import ROW_ID, Database, JdbcDropStaging, JdbcLogin, JdbcPublish, login_key, scheme
 from engine.errors import ConfigError
 from engine.plugins.conf import option_texts
+from engine.plugins.lineage import shown_url
 from engine.sinks.base import Sink
 from engine.sinks.conf import JdbcSinkConf
 
