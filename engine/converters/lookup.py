@@ -112,7 +112,7 @@ class LookupConverter(Converter):
             )
         joined = self._joined(frame, reference)
         found = F.coalesce(F.col(_FOUND), F.lit(False))
-        if c.duplicates == "fail":
+        if c.duplicates == "fail" and _COUNT in joined.columns:  # a key repeats, or a condition's matches
             joined = joined.withColumn(ERRORS, F.when(F.col(_COUNT) > 1, self._too_many()).otherwise(F.col(ERRORS)))
         if c.on_missing == "reject":
             joined = reject(joined, ~found, step=self.step, reason=self._no_match())
@@ -141,11 +141,17 @@ class LookupConverter(Converter):
         return joined.withColumn(_RANK, F.row_number().over(ranked)).where(F.col(_RANK) == 1)
 
     def _prepared(self, spark: SparkSession) -> DataFrame:
-        """The reference's key and brought columns, one row per key (``duplicates = first``) or
-        with each key's row count (``fail``); read, checked and cached on the run's first use."""
+        """The reference's key and brought columns, one row per key (``duplicates = first``) or,
+        for ``fail``, its rows as they are when no key repeats (one small job counts the keys),
+        else with each key's row count; read, checked and cached on the run's first use."""
         if self._reference is None:
-            self._reference = self._keyed(self._read(spark)).cache()
-            if self.conf.format == "jdbc":  # Spark cannot size a database table unread: read it now
+            rows = self._read(spark)
+            self._reference = self._keyed(rows, counted=False).cache()
+            if self._keys_may_repeat:  # read now, to count the keys: then the size is the cache's
+                if self._repeated(self._reference):
+                    self._reference.unpersist()
+                    self._reference = self._keyed(rows, counted=True).cache()
+            elif self.conf.format == "jdbc":  # Spark cannot size a database table unread: read it now
                 self._reference.count()
             size = _estimated_size(self._reference)  # a file's or table's until cached, then the cache's
             self._broadcast = size is not None and size <= self.conf.broadcast_bytes
@@ -153,6 +159,20 @@ class LookupConverter(Converter):
             read = self.conf.reference if self._version is None else f"{self.conf.reference}@{self._version}"
             log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, read, size, how)
         return F.broadcast(self._reference) if self._broadcast else self._reference
+
+    @property
+    def _keys_may_repeat(self) -> bool:
+        """Whether a key may match several reference rows and fail the batch: ``duplicates =
+        fail`` on key columns (a condition's matches are counted after the join)."""
+        return self.conf.duplicates == "fail" and self.conf.condition is None
+
+    def _repeated(self, reference: DataFrame) -> bool:
+        """Whether some key (with no null part: only those can match) has several rows: one
+        small job over the cache it fills. Without one, no record needs its key's rows counted."""
+        keys = [F.col(_KEY.format(i)) for i in range(len(self.conf.on))]
+        whole = functools.reduce(operator.and_, [k.isNotNull() for k in keys])
+        rows, distinct = reference.agg(F.count(F.when(whole, F.lit(1))), F.count_distinct(*keys)).first() or (0, 0)
+        return bool(rows != distinct)
 
     def _read(self, spark: SparkSession) -> DataFrame:
         c = self.conf
@@ -184,7 +204,9 @@ class LookupConverter(Converter):
                 f"converter `{self.step}` ({self.key}): cannot read the reference {c.reference}: {first_line(exc)}"
             ) from exc
 
-    def _keyed(self, reference: DataFrame) -> DataFrame:
+    def _keyed(self, reference: DataFrame, *, counted: bool) -> DataFrame:
+        """The reference as the join reads it (see :meth:`_prepared`); ``counted``: with each key's
+        row count, for ``duplicates = fail`` when some key repeats."""
         c = self.conf
         condition = c.condition
         matched = list(condition.reference) if condition else c.on
@@ -210,9 +232,11 @@ class LookupConverter(Converter):
             by_key = Window.partitionBy(*[F.col(f"`{k}`") for k in c.on]).orderBy(*order)
             first = reference.withColumn(_RANK, F.row_number().over(by_key)).where(F.col(_RANK) == 1)
             return first.select(*keys, *brought).withColumn(_FOUND, F.lit(True))
+        if not counted:
+            return reference.select(*keys, *brought).withColumn(_FOUND, F.lit(True))
         by_key = Window.partitionBy(*[F.col(_KEY.format(i)) for i in range(len(c.on))])
-        counted = reference.select(*keys, *brought).withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
-        return counted.withColumn(_FOUND, F.lit(True))
+        rows = reference.select(*keys, *brought).withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
+        return rows.withColumn(_FOUND, F.lit(True))
 
     def _values(self) -> Column:
         """The record's key values (or those its condition reads) as text: ``(a, b) = (1, x)``."""

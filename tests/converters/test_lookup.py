@@ -115,6 +115,15 @@ def test_a_key_with_several_reference_rows_fails_the_batch_or_takes_the_first(sp
     assert set(out.loc[out["customer_id"] == 7, "c_name"]) == {"c7"}  # order_by names the reference's columns
 
 
+def test_a_repeated_key_no_record_carries_fails_nothing(spark: Any, lake: Path) -> None:
+    twice = [*CUSTOMERS, {"customer_id": 900, "name": "a", "segment": "x"}, {"customer_id": 900, "name": "b"}]
+    twice += [{"customer_id": None, "name": "n1"}, {"customer_id": None, "name": "n2"}]  # a null key matches nothing
+    result = _run(spark, lake, {"path": _reference(lake, twice), "on": ["customer_id"]})
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    want = _expected("left")
+    pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want, check_dtype=False)
+
+
 @pytest.mark.parametrize(
     ("lookup", "key", "said"),
     [
