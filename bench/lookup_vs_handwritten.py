@@ -13,6 +13,10 @@ side with ``converted.join(broadcast(customers), "customer", "left")``. One unti
 then alternating timed rounds; every round's tables are read back with ``deltalake`` and must hold
 the generator's valid and error counts, every valid order enriched. The last line on stdout is a
 one-line JSON of the figures; exit 1 when a count disagrees.
+
+``--own-cost`` also runs each side without the join (the plain ingest, alternating with the
+others) and prints what the lookup adds to each: the converter's own cost beside the join's,
+apart from the ingest's (``bench/ingest_vs_handwritten.py``), which bounds the ratio.
 """
 
 from __future__ import annotations
@@ -32,7 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ingest_vs_handwritten import OUT, cpu_clock, engine_job, ensure_data, hand_converted  # noqa: E402
+from bench.ingest_vs_handwritten import (  # noqa: E402
+    OUT,
+    cpu_clock,
+    engine_job,
+    ensure_data,
+    hand_converted,
+)
+from bench.ingest_vs_handwritten import run_engine as run_engine_plain  # noqa: E402
+from bench.ingest_vs_handwritten import run_hand as run_hand_plain  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,6 +102,23 @@ def run_hand(spark: SparkSession, input_path: str, reference: Path, out: Path) -
     return out / "orders"
 
 
+def engine_plain(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+    """The engine's ingest without the lookup (``--own-cost``)."""
+    return run_engine_plain(spark, input_path, out, "DISK_ONLY").valid
+
+
+def hand_plain(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+    """The hand-written ingest without the join (``--own-cost``)."""
+    return run_hand_plain(spark, input_path, out, "DISK_ONLY").valid
+
+
+def valid_rows(path: Path) -> int:
+    """The valid orders of a side without the join, read with ``deltalake``."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path)).to_pyarrow_table(columns=["order_id"]).num_rows
+
+
 def enriched(path: Path) -> tuple[int, int]:
     """(rows, rows with a region) of the valid orders, read with ``deltalake``."""
     from deltalake import DeltaTable
@@ -102,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--own-cost", action="store_true", help="also time each side without the join")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     data_dir, manifest = ensure_data(args.records)
@@ -111,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = start_spark()
     shutil.rmtree(OUT / "runs", ignore_errors=True)
     sides = {"engine": run_engine, "hand": run_hand}
-    figures: dict[str, list[tuple[float, float | None]]] = {"engine": [], "hand": []}
+    if args.own_cost:
+        sides |= {"engine-plain": engine_plain, "hand-plain": hand_plain}
+    figures: dict[str, list[tuple[float, float | None]]] = {s: [] for s in sides}
     counts: set[tuple[str, int, int]] = set()
     for n in range(args.rounds + 1):
         for side, run in sides.items():
@@ -120,11 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             valid = run(spark, str(data_dir), reference, out)
             seconds, after = time.perf_counter() - started, cpu_clock()
             cpu = after[1] - before[1] if before and after else None
-            rows, with_region = enriched(valid)
+            rows, with_region = enriched(valid) if "plain" not in side else (valid_rows(valid),) * 2
             counts.add((side, rows, with_region))
             label = "warm-up" if n == 0 else f"round {n}"
             shown = "" if cpu is None else f"  cpu={cpu:.1f}s"
-            print(f"{label:>8} {side:<6} {seconds:7.2f}s  valid={rows:,} enriched={with_region:,}{shown}", flush=True)
+            print(f"{label:>8} {side:<12} {seconds:7.2f}s  valid={rows:,} enriched={with_region:,}{shown}", flush=True)
             if n:
                 figures[side].append((seconds, cpu))
             shutil.rmtree(out, ignore_errors=True)
@@ -135,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     ok = counts == {(s, manifest["valid"], manifest["valid"]) for s in sides}
     ratio = rps["engine"] / rps["hand"]
     print(f"median: engine {rps['engine']:,.0f} rec/s, hand {rps['hand']:,.0f} rec/s, engine/hand = {ratio:.3f}")
+    own: dict[str, float] = {}
+    if args.own_cost:
+        wall = {s: statistics.median(sec for sec, _ in figures[s]) for s in figures}
+        own = {s: round(wall[s] - wall[f"{s}-plain"], 3) for s in ("engine", "hand")}
+        plain = wall["hand-plain"] / wall["engine-plain"]
+        added = f"engine +{own['engine']:.2f}, hand +{own['hand']:.2f}"
+        print(f"the lookup adds (median s): {added}; the ingest alone, engine/hand = {plain:.3f}")
     print(f"check: every valid order enriched on both sides -> {'OK' if ok else f'MISMATCH {sorted(counts)}'}")
     summary = {
         "records": args.records,
@@ -145,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_ratio": None if cpu_ratio is None else round(cpu_ratio, 3),
         "goal": 0.95,
         "counts_match": ok,
+        **({"lookup_adds_seconds": own} if own else {}),
     }
     print(json.dumps(summary), flush=True)
     return 0 if ok else 1
