@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import threading
 from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JError
@@ -60,12 +61,24 @@ class LookupConverter(Converter):
     def __init__(self, config: LookupConf, *, step: str, key: str) -> None:
         super().__init__(config, step=step, key=key)
         self._reference: DataFrame | None = None
+        self._held: list[DataFrame] = []
+        """What :meth:`release` unpersists: the cached reference, and its counted copy if any."""
         self._broadcast = False
         self._version: int | None = None
+        self._live = False
+        """Whether a run that reads records planned (:meth:`pin`): only then does the first use
+        read the reference into the run's cache (Spark jobs). Before (``mode=validate``), the
+        reference is built as the join would read it, and nothing is read."""
+        self._lock = threading.RLock()
+        """Groups of a run chain their records in parallel threads: one of them prepares the reference."""
         self._order: list[tuple[bool, str | None]] = []
         """A condition join's ``first`` order: each rank column's direction and nulls placement."""
 
     def pin(self, spark: SparkSession, version: int | None) -> None:
+        self._live = True
+        self._pin(spark, version)
+
+    def _pin(self, spark: SparkSession, version: int | None) -> None:
         c = self.conf
         if c.format != "delta":
             return  # files have no version: a run reads the files there are when it first uses them
@@ -82,9 +95,10 @@ class LookupConverter(Converter):
         return self._version
 
     def release(self) -> None:
-        if self._reference is not None:
-            self._reference.unpersist()
-            self._reference = None
+        with self._lock:
+            for held in self._held:
+                held.unpersist()
+            self._held, self._reference = [], None
 
     @property
     def _record_columns(self) -> list[str]:
@@ -141,24 +155,41 @@ class LookupConverter(Converter):
         return joined.withColumn(_RANK, F.row_number().over(ranked)).where(F.col(_RANK) == 1)
 
     def _prepared(self, spark: SparkSession) -> DataFrame:
-        """The reference's key and brought columns, one row per key (``duplicates = first``) or,
-        for ``fail``, its rows as they are when no key repeats (one small job counts the keys),
-        else with each key's row count; read, checked and cached on the run's first use."""
-        if self._reference is None:
-            rows = self._read(spark)
-            self._reference = self._keyed(rows, counted=False).cache()
-            if self._keys_may_repeat:  # read now, to count the keys: then the size is the cache's
-                if self._repeated(self._reference):
-                    self._reference.unpersist()
-                    self._reference = self._keyed(rows, counted=True).cache()
-            elif self.conf.format == "jdbc":  # Spark cannot size a database table unread: read it now
-                self._reference.count()
-            size = _estimated_size(self._reference)  # a file's or table's until cached, then the cache's
-            self._broadcast = size is not None and size <= self.conf.broadcast_bytes
-            how = "broadcast" if self._broadcast else "shuffled"
-            read = self.conf.reference if self._version is None else f"{self.conf.reference}@{self._version}"
-            log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, read, size, how)
-        return F.broadcast(self._reference) if self._broadcast else self._reference
+        """The reference as the join reads it: its key and brought columns, one row per key
+        (``duplicates = first``) or, for ``fail``, with each key's row count when some key
+        repeats. A run reads it on its first use into the run's cache (one small job counts the
+        keys); validating only builds it, with the count, and reads nothing."""
+        with self._lock:
+            if self._reference is None:
+                if not self._live:
+                    keyed = self._keyed(self._read(spark))
+                    return self._counted(keyed) if self._keys_may_repeat else keyed
+                self._reference = self._cached(spark)
+                size = _estimated_size(self._reference)  # a file's or table's until cached, then the cache's
+                self._broadcast = size is not None and size <= self.conf.broadcast_bytes
+                how = "broadcast" if self._broadcast else "shuffled"
+                read = self.conf.reference if self._version is None else f"{self.conf.reference}@{self._version}"
+                log.info("converter `%s`: reference %s, about %s bytes: %s", self.step, read, size, how)
+            return F.broadcast(self._reference) if self._broadcast else self._reference
+
+    def _cached(self, spark: SparkSession) -> DataFrame:
+        """The reference read once into the run's cache (:meth:`release` frees it). For ``duplicates
+        = fail``, one small job over the cache it fills compares rows with distinct keys (keys
+        with a null part left out: they match nothing); only a reference that repeats a key gets
+        each key's row count, over the cache. A database table is read at once too: Spark cannot
+        size it unread."""
+        cached = self._keyed(self._read(spark)).cache()
+        self._held = [cached]
+        if self._keys_may_repeat:
+            if not self._repeated(cached):
+                return cached
+            counted = self._counted(cached).cache()
+            self._held.append(counted)
+            counted.count()
+            return counted
+        if self.conf.format == "jdbc":
+            cached.count()
+        return cached
 
     @property
     def _keys_may_repeat(self) -> bool:
@@ -167,12 +198,17 @@ class LookupConverter(Converter):
         return self.conf.duplicates == "fail" and self.conf.condition is None
 
     def _repeated(self, reference: DataFrame) -> bool:
-        """Whether some key (with no null part: only those can match) has several rows: one
-        small job over the cache it fills. Without one, no record needs its key's rows counted."""
+        """Whether some key with no null part has several rows of ``reference``."""
         keys = [F.col(_KEY.format(i)) for i in range(len(self.conf.on))]
         whole = functools.reduce(operator.and_, [k.isNotNull() for k in keys])
         rows, distinct = reference.agg(F.count(F.when(whole, F.lit(1))), F.count_distinct(*keys)).first() or (0, 0)
         return bool(rows != distinct)
+
+    def _counted(self, keyed: DataFrame) -> DataFrame:
+        """``keyed`` (:meth:`_keyed`) with each key's row count, which fails a record with a
+        repeated key (:meth:`_too_many`)."""
+        by_key = Window.partitionBy(*[F.col(_KEY.format(i)) for i in range(len(self.conf.on))])
+        return keyed.withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
 
     def _read(self, spark: SparkSession) -> DataFrame:
         c = self.conf
@@ -181,7 +217,7 @@ class LookupConverter(Converter):
         reader = spark.read.format(c.format).options(**option_texts(c.options))
         if c.format == "delta":
             if self._version is None:
-                self.pin(spark, None)
+                self._pin(spark, None)
             reader = reader.option("versionAsOf", self._version)
         try:
             return reader.load(c.path)
@@ -204,9 +240,9 @@ class LookupConverter(Converter):
                 f"converter `{self.step}` ({self.key}): cannot read the reference {c.reference}: {first_line(exc)}"
             ) from exc
 
-    def _keyed(self, reference: DataFrame, *, counted: bool) -> DataFrame:
-        """The reference as the join reads it (see :meth:`_prepared`); ``counted``: with each key's
-        row count, for ``duplicates = fail`` when some key repeats."""
+    def _keyed(self, reference: DataFrame) -> DataFrame:
+        """The reference's columns the join reads: the keys (or what a condition compares and
+        ranks by) and the brought columns; one row per key for ``duplicates = first``."""
         c = self.conf
         condition = c.condition
         matched = list(condition.reference) if condition else c.on
@@ -232,11 +268,7 @@ class LookupConverter(Converter):
             by_key = Window.partitionBy(*[F.col(f"`{k}`") for k in c.on]).orderBy(*order)
             first = reference.withColumn(_RANK, F.row_number().over(by_key)).where(F.col(_RANK) == 1)
             return first.select(*keys, *brought).withColumn(_FOUND, F.lit(True))
-        if not counted:
-            return reference.select(*keys, *brought).withColumn(_FOUND, F.lit(True))
-        by_key = Window.partitionBy(*[F.col(_KEY.format(i)) for i in range(len(c.on))])
-        rows = reference.select(*keys, *brought).withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
-        return rows.withColumn(_FOUND, F.lit(True))
+        return reference.select(*keys, *brought).withColumn(_FOUND, F.lit(True))
 
     def _values(self) -> Column:
         """The record's key values (or those its condition reads) as text: ``(a, b) = (1, x)``."""

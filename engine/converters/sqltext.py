@@ -384,7 +384,11 @@ def join_condition(text: str) -> JoinCondition:
     sides: dict[str, list[str]] = {INPUT: [], REFERENCE: []}
     for column in tree.find_all(exp.Column, bfs=False):  # in the order written
         side = column.table.lower()
-        if side not in sides or column.args.get("db"):
+        if isinstance(column.this, exp.Star):
+            raise Refused(f"names `{column.sql('spark')}`: compare columns, not every column")
+        if column.args.get("db"):
+            raise Refused(f"names `{column.sql('spark')}`: a struct's field; derive it as a column first")
+        if side not in sides:
             raise Refused(
                 f"names `{column.sql('spark')}`: qualify each column as input.<column> (the records) "
                 f"or ref.<column> (the reference)"

@@ -8,6 +8,7 @@ turn its path, JDBC URL or Kafka brokers into a ``(namespace, name)``. Pure Pyth
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -55,9 +56,12 @@ def of_path(path: str) -> DatasetName:
 
 
 def shown_url(url: str) -> str:
-    """``url`` without what may carry a password: its query string (``?password=``) or, SQL Server's
-    way, its ``;key=value`` properties."""
-    return url.split("?", 1)[0].split(";", 1)[0]
+    """``url`` without what may carry a password: its query string (``?password=``), SQL Server's
+    ``;key=value`` properties, a login before the host (``//user:secret@host``) and Oracle's
+    (``jdbc:oracle:thin:user/secret@host``)."""
+    base = url.split("?", 1)[0].split(";", 1)[0]
+    base = re.sub(r"(?<=//)[^/@]*@", "", base)
+    return re.sub(r"^(jdbc:oracle:[a-z0-9]+:)[^@]*@", r"\1@", base, flags=re.IGNORECASE)
 
 
 def of_jdbc(url: str, table: str) -> DatasetName:

@@ -86,6 +86,7 @@ def test_a_database_table_through_a_connection_enriches_records_read_once_a_run(
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
     errors = DeltaTable(str(wh / "_errors" / "enrich")).to_pandas()
     assert len(errors) == len(records) - len(want) > 0
+    assert postgres.password not in errors.to_json()
     shown = postgres.jdbc_url.split("?")[0]
     (reason,) = errors.iloc[0]["reasons"]
     assert reason.startswith(f"customer: lookup `customer`: no row of {shown} table {customers}"), reason
@@ -125,3 +126,44 @@ def test_where_a_reference_is_must_be_said_once(tmp_path: Path, lookup: dict[str
         compile_dict(job, tmp_path / "wh")
     assert raised.value.key is not None and "converters" in raised.value.key, raised.value
     assert said in str(raised.value), raised.value
+
+
+def _connected(postgres: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conns = tmp_path / "connections"
+    conns.mkdir()
+    login = {"type": "jdbc", "url": postgres.jdbc_url, "user": postgres.user, "password": postgres.password}
+    (conns / "shop_db.yaml").write_text(yaml.safe_dump(login))
+    monkeypatch.setenv("ENGINE_CONNECTIONS_DIR", str(conns))
+
+
+def test_validate_reads_nothing_of_the_table(
+    postgres: Any, customers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark: Any
+) -> None:
+    _connected(postgres, tmp_path, monkeypatch)
+    jobs, wh = _job(tmp_path, {"connection": "shop_db", "table": customers, "on": ["customer_id"]})
+    before = _scans(postgres, customers)
+    code, summary = run_here(jobs, wh, "mode=validate", job="enrich")
+    assert code == 0, summary
+    assert _scans(postgres, customers) == before
+    assert not (wh / "out").exists()
+
+
+def test_a_key_the_table_repeats_fails_a_later_run_whose_groups_first_use_it(
+    postgres: Any, customers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark: Any
+) -> None:
+    """The second run skips the chain check (it passed before): its three groups, two at a time,
+    are the first to use the reference. One of them reads it; none joins a half-made one."""
+    _connected(postgres, tmp_path, monkeypatch)
+    jobs, wh = _job(tmp_path, {"connection": "shop_db", "table": customers, "on": ["customer_id"]})
+    code, summary = run_here(jobs, wh, job="enrich")
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    published = DeltaTable(str(wh / "out")).version()
+    postgres.psql(f"INSERT INTO {customers} VALUES (7, 'again', 'x')")
+    for d in "abc":
+        write_jsonl(tmp_path / "in" / d / "more.json", ORDERS[:20])  # type: ignore[arg-type]
+    before = _scans(postgres, customers)
+    code, summary = run_here(jobs, wh, job="enrich")
+    assert (code, summary["status"]) == (1, "FAILED"), summary
+    assert "(customer_id) = (7) matches 2 rows of the reference" in json.dumps(summary), summary
+    assert _scans(postgres, customers) - before == 1, "read once, counted over the run's cache"
+    assert DeltaTable(str(wh / "out")).version() == published
