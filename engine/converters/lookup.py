@@ -71,6 +71,8 @@ class LookupConverter(Converter):
         reference is built as the join would read it, and nothing is read."""
         self._lock = threading.RLock()
         """Groups of a run chain their records in parallel threads: one of them prepares the reference."""
+        self._condition = config.condition
+        """``on`` as a condition, parsed once (``None`` for key columns)."""
         self._order: list[tuple[bool, str | None]] = []
         """A condition join's ``first`` order: each rank column's direction and nulls placement."""
 
@@ -103,7 +105,7 @@ class LookupConverter(Converter):
     @property
     def _record_columns(self) -> list[str]:
         """The records' columns the match reads: the keys, or those a condition names."""
-        condition = self.conf.condition
+        condition = self._condition
         return list(condition.records) if condition else list(self.conf.on)
 
     def _apply(self, frame: DataFrame) -> DataFrame:
@@ -137,7 +139,7 @@ class LookupConverter(Converter):
     def _joined(self, frame: DataFrame, reference: DataFrame) -> DataFrame:
         """Each record with its match (a left join): by key, against one row per key; by a
         condition, each record's matches counted (``fail``) or ranked to keep the first (``first``)."""
-        condition = self.conf.condition
+        condition = self._condition
         if condition is None:
             match = [F.col(f"`{k}`") == F.col(_KEY.format(i)) for i, k in enumerate(self.conf.on)]
             return frame.join(reference, on=functools.reduce(operator.and_, match), how="left")
@@ -195,11 +197,11 @@ class LookupConverter(Converter):
     def _keys_may_repeat(self) -> bool:
         """Whether a key may match several reference rows and fail the batch: ``duplicates =
         fail`` on key columns (a condition's matches are counted after the join)."""
-        return self.conf.duplicates == "fail" and self.conf.condition is None
+        return self.conf.duplicates == "fail" and self._condition is None
 
     def _repeated(self, reference: DataFrame) -> bool:
         """Whether some key with no null part has several rows of ``reference``."""
-        keys = [F.col(_KEY.format(i)) for i in range(len(self.conf.on))]
+        keys = self._key_columns()
         whole = functools.reduce(operator.and_, [k.isNotNull() for k in keys])
         rows, distinct = reference.agg(F.count(F.when(whole, F.lit(1))), F.count_distinct(*keys)).first() or (0, 0)
         return bool(rows != distinct)
@@ -207,8 +209,11 @@ class LookupConverter(Converter):
     def _counted(self, keyed: DataFrame) -> DataFrame:
         """``keyed`` (:meth:`_keyed`) with each key's row count, which fails a record with a
         repeated key (:meth:`_too_many`)."""
-        by_key = Window.partitionBy(*[F.col(_KEY.format(i)) for i in range(len(self.conf.on))])
-        return keyed.withColumn(_COUNT, F.count(F.lit(1)).over(by_key))
+        return keyed.withColumn(_COUNT, F.count(F.lit(1)).over(Window.partitionBy(*self._key_columns())))
+
+    def _key_columns(self) -> list[Column]:
+        """The keys as :meth:`_keyed` names them in the reference."""
+        return [F.col(_KEY.format(i)) for i in range(len(self.conf.on))]
 
     def _read(self, spark: SparkSession) -> DataFrame:
         c = self.conf
@@ -244,7 +249,7 @@ class LookupConverter(Converter):
         """The reference's columns the join reads: the keys (or what a condition compares and
         ranks by) and the brought columns; one row per key for ``duplicates = first``."""
         c = self.conf
-        condition = c.condition
+        condition = self._condition
         matched = list(condition.reference) if condition else c.on
         absent = [n for n in dict.fromkeys([*matched, *c.columns]) if n not in reference.columns]
         if absent:
