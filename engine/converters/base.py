@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -29,6 +32,27 @@ class Rule:
     def flagged(self) -> Column:
         """Whether the record was flagged by this rule (over the finalized frame)."""
         return flagged(self.step, rejected=self.action == "reject")
+
+
+_CHECKING: ContextVar[bool] = ContextVar("engine_chain_check", default=False)
+
+
+@contextmanager
+def checking() -> Iterator[None]:
+    """Build the chain only to check it (over an empty frame, while a run plans). A step that
+    reads something besides the records (a lookup's reference) then builds that read but runs no
+    Spark job for it: planning runs outside the run's job scopes, where a stop could not cancel
+    the job. The run's first use reads it, inside a work-unit group's scope."""
+    token = _CHECKING.set(True)
+    try:
+        yield
+    finally:
+        _CHECKING.reset(token)
+
+
+def is_checking() -> bool:
+    """Whether this thread is building the chain only to check it (:func:`checking`)."""
+    return _CHECKING.get()
 
 
 class Converter(ABC):

@@ -17,6 +17,7 @@ import functools
 import logging
 import operator
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JError
@@ -26,10 +27,10 @@ from pyspark.sql import functions as F
 
 from engine.commit.jdbc import connection_options
 from engine.converters import conf
-from engine.converters.base import Converter, first_line
+from engine.converters.base import Converter, first_line, is_checking
 from engine.converters.builtins import ordered, sort_column
 from engine.converters.conf import LookupConf, split_sort_order
-from engine.converters.frame import DROPPED, ERRORS, is_rejected, reject
+from engine.converters.frame import DROPPED, ERRORS, data_columns, is_rejected, reject
 from engine.errors import ConfigError, JobFailedError
 from engine.plugins.conf import option_texts
 from engine.storage.hadoop import HadoopFs
@@ -110,16 +111,18 @@ class LookupConverter(Converter):
 
     def _apply(self, frame: DataFrame) -> DataFrame:
         c = self.conf
-        missing = [k for k in self._record_columns if k not in frame.columns]
+        same = _name_key(frame.sparkSession)
+        have = {same(n) for n in frame.columns}
+        missing = [k for k in self._record_columns if same(k) not in have]
         if missing:
             raise ConfigError(
                 f"converter `{self.step}`: key column(s) {', '.join(missing)} not in the records; "
-                f"their columns: {', '.join(frame.columns)}",
+                f"their columns: {', '.join(data_columns(frame))}",
                 key=f"{self.key}.on",
             )
         reference = self._prepared(frame.sparkSession)
         brought = [n for n in reference.columns if not n.startswith(_OURS)]
-        clash = [n for n in brought if n in frame.columns]
+        clash = [n for n in brought if same(n) in have]
         if clash:
             raise ConfigError(
                 f"converter `{self.step}`: the records already have column(s) {', '.join(clash)}; "
@@ -160,10 +163,11 @@ class LookupConverter(Converter):
         """The reference as the join reads it: its key and brought columns, one row per key
         (``duplicates = first``) or, for ``fail``, with each key's row count when some key
         repeats. A run reads it on its first use into the run's cache (one small job counts the
-        keys); validating only builds it, with the count, and reads nothing."""
+        keys), in the scope of the work-unit group that uses it first; validating, and checking
+        the chain while a run plans, only build it, with the count, and read nothing."""
         with self._lock:
             if self._reference is None:
-                if not self._live:
+                if not self._live or is_checking():
                     keyed = self._keyed(self._read(spark))
                     return self._counted(keyed) if self._keys_may_repeat else keyed
                 self._reference = self._cached(spark)
@@ -250,15 +254,18 @@ class LookupConverter(Converter):
         ranks by) and the brought columns; one row per key for ``duplicates = first``."""
         c = self.conf
         condition = self._condition
+        same = _name_key(reference.sparkSession)
+        has = {same(n) for n in reference.columns}
         matched = list(condition.reference) if condition else c.on
-        absent = [n for n in dict.fromkeys([*matched, *c.columns]) if n not in reference.columns]
+        absent = [n for n in dict.fromkeys([*matched, *c.columns]) if same(n) not in has]
         if absent:
             raise ConfigError(
                 f"converter `{self.step}`: the reference {c.reference} has no column(s) {', '.join(absent)}; "
                 f"its columns: {', '.join(reference.columns)}",
                 key=f"{self.key}.{'on' if absent[0] in matched else 'columns'}",
             )
-        names = c.columns or [n for n in reference.columns if condition or n not in c.on]
+        on = {same(k) for k in c.on} if not condition else set()
+        names = c.columns or [n for n in reference.columns if same(n) not in on]
         brought = [F.col(f"`{n}`").alias(f"{c.prefix}{n}") for n in names]
         if condition:  # matched after the join: the condition's columns, and the order of the first
             compared = [F.col(f"`{n}`").alias(_REF.format(n)) for n in condition.reference]
@@ -294,6 +301,14 @@ class LookupConverter(Converter):
             F.lit(f" rows of the reference {self.conf.reference}; fix it, or set {self.key}.duplicates = first"),
         )
         return F.raise_error(said).cast("array<struct<step:string,reason:string>>")
+
+
+def _name_key(spark: SparkSession) -> Callable[[str], str]:
+    """How Spark compares column names in ``spark``: without case, unless
+    ``spark.sql.caseSensitive`` is set."""
+    if str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
+        return str
+    return str.lower
 
 
 def _estimated_size(frame: DataFrame) -> int | None:

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.killpoints import kill_point
 from engine.commit.steps import user_metadata
-from engine.converters.base import Converter, first_line
+from engine.converters.base import Converter, checking, first_line
 from engine.converters.frame import DATASET, FILE, finalize, packed, to_frame, unpacked
 from engine.forks.fork import BranchCounts, ErrorContext, Fork
 from engine.forks.quality import Quality, Verdict
@@ -297,10 +297,11 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         Spark analyses eagerly, so every mistake the records' types reveal raises here."""
         assert schema is not None
         probe = spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))
-        frame = self._chain(probe)
-        preds = self.fork.predicates(frame)
-        for sink in self.sinks:
-            sink.check(self.fork.branch(frame, sink.conf.from_, preds[sink.conf.from_], self.ctx))
+        with checking():
+            frame = self._chain(probe)
+            preds = self.fork.predicates(frame)
+            for sink in self.sinks:
+                sink.check(self.fork.branch(frame, sink.conf.from_, preds[sink.conf.from_], self.ctx))
         return preds
 
     def _chain(self, read: DataFrame) -> DataFrame:

@@ -127,7 +127,11 @@ def test_a_repeated_key_no_record_carries_fails_nothing(spark: Any, lake: Path) 
 @pytest.mark.parametrize(
     ("lookup", "key", "said"),
     [
-        ({"on": ["client"]}, "converters[0].on", "key column(s) client not in the records"),
+        (
+            {"on": ["client"]},
+            "converters[0].on",
+            "key column(s) client not in the records; their columns: id, customer_id, amount (key",
+        ),
         ({"on": ["customer_id"], "columns": ["nope"]}, "converters[0].columns", "has no column(s) nope"),
         ({"on": ["customer_id"], "path": "ref/none"}, "converters[0].path", "no Delta table at"),
     ],
@@ -177,6 +181,36 @@ def test_the_reference_is_read_once_a_run_whatever_the_groups_and_broadcast(spar
     joins = {n.name for e in executions for n in e.nodes if "Join" in n.name}
     assert joins == {"BroadcastHashJoin"}, joins
     assert len(_table(lake / "out")) == 150
+
+
+def test_the_reference_is_read_inside_the_run_so_a_stop_cancels_it(spark: Any, lake: Path) -> None:
+    """Planning only checks the chain: the job that counts the reference's keys (``duplicates =
+    fail``) runs in the scope of the work-unit group that first joins it, under the DAG's job tag,
+    which a stop cancels; not while the run plans, outside every scope."""
+    inbox = lake.parent / "in"
+    for d in "ab":
+        write_jsonl(inbox / d / "orders.json", ORDERS[:50])  # type: ignore[arg-type]
+    job = json_job(
+        inbox,
+        [{"type": "lookup", "path": _reference(lake), "on": ["customer_id"], "duplicates": "fail"}],
+        source={"schema": _SCHEMA, "datasets": "directory"},
+        work_units={"max_groups": 2},
+    )
+    store = spark.sparkContext._jsc.sc().statusStore()
+
+    def jobs() -> list[Any]:
+        listed = store.jobsList(None)
+        return [listed.apply(i) for i in range(listed.size())]
+
+    before = {j.jobId() for j in jobs()}
+    result, _ = run_dict(spark, job, lake)
+    assert result.status == "SUCCEEDED", result.summary()
+    counted = [j for j in jobs() if j.jobId() not in before and "converters/lookup.py" in str(j.name())]
+    assert counted, "the reference's keys are counted by a job of the lookup's"
+    for j in counted:
+        tags = j.jobTags()
+        assert "engine:run-1:t" in {tags.apply(i) for i in range(tags.size())}, (j.name(), j.jobGroup())
+        assert str(j.jobGroup().get()).startswith("run-1:t:wu"), j.jobGroup()
 
 
 def test_a_batch_re_executed_after_a_crash_joins_the_reference_version_it_planned(spark: Any, tmp_path: Path) -> None:
@@ -238,6 +272,33 @@ def test_a_brought_column_the_records_have_is_a_config_error_until_prefixed(spar
     assert result.status == "SUCCEEDED", result.summary()
     out = _table(lake / "out")
     assert list(out.sort_values("id")["ref_amount"]) == [1.0] * 5
+
+
+def test_column_names_match_without_case_as_spark_resolves_them(spark: Any, lake: Path) -> None:
+    """Spark resolves column names without case (``spark.sql.caseSensitive`` is off): a key, a
+    brought column and a clash are found whatever the case the config, records or reference use."""
+    from engine.runtime import JobManager
+    from engine.state import InMemoryRunStore
+
+    rows = [{"ID": o["id"], "Customer_ID": o["customer_id"], "Amount": o["amount"]} for o in ORDERS]
+    src = write_jsonl(lake.parent / "in" / "orders.json", rows)  # type: ignore[arg-type]
+    schema = {"schema": "ID BIGINT, Customer_ID BIGINT, Amount DOUBLE"}
+    lookup = {"type": "lookup", "path": _reference(lake), "on": ["CUSTOMER_ID"], "columns": ["Segment"]}
+    result = JobManager(spark).run(compile_dict(json_job(src, [lookup], source=schema), lake), "r1", InMemoryRunStore())
+    assert result.status == "SUCCEEDED", result.summary()
+    got = _table(lake / "out").sort_values("ID").reset_index(drop=True)
+    assert list(got.columns) == ["ID", "Customer_ID", "Amount", "Segment"], list(got.columns)
+    want = _expected("left")
+    assert list(got["Segment"].fillna("-")) == list(want["segment"].fillna("-"))
+
+    clashing = {**lookup, "columns": ["name"]}  # the reference's `name` beside the records' `NAME`
+    named = [{**r, "NAME": "x"} for r in rows]
+    src = write_jsonl(lake.parent / "in2" / "orders.json", named)  # type: ignore[arg-type]
+    job = json_job(src, [clashing], source={"schema": f"{schema['schema']}, NAME STRING"})
+    with pytest.raises(ConfigError) as raised:
+        JobManager(spark).run(compile_dict(job, lake), "r2", InMemoryRunStore())
+    assert raised.value.key is not None and raised.value.key.endswith("converters[0].prefix")
+    assert "already have column(s) name" in str(raised.value)
 
 
 def test_a_csv_reference_is_read_with_its_options(spark: Any, lake: Path) -> None:
