@@ -17,6 +17,16 @@ Publishing (:meth:`Changes.apply`) is one Delta commit, carrying the batch's ``t
   ``soft_delete`` keeps it with ``deleted_at`` and its sequence set to the delete's, so that a
   late event older than the delete is refused in a later run too. (A hard delete leaves nothing
   to compare a later run's late event with: that event inserts the key again.)
+- **Tombstones** (SCD1 with hard deletes, ``tombstone_seconds``): a deleted key leaves nothing
+  in the table to compare a later run's late event with, so each delete is also recorded, as its
+  key and sequence, in a Delta table beside the table (``<table>/_engine_tombstones``, which
+  Delta's readers and VACUUM leave alone, like ``_engine_staging``). An upsert not newer than its
+  key's tombstone is left out of the MERGE (:meth:`Changes.unrefused`); the batch's deletes are
+  then merged into the tombstones (:meth:`Changes.record_deletes`: a greater sequence replaces a
+  key's), and tombstones recorded more than ``tombstone_seconds`` ago go with that MERGE. An
+  upsert that re-inserts a key leaves its tombstone: the row, newer, refuses whatever the
+  tombstone would. So the MERGE gives the same table whether the tombstones are read before or
+  after this batch's are merged, and a replay after a crash between the two commits is exact.
 - **SCD2**: the history of every key the batch touches is rebuilt from the table's versions
   (each an upsert at ``valid_from``; a ``valid_to`` that opens no version is a delete) and the
   batch's events, in sequence order; an event whose sequence the key's history holds already
@@ -46,6 +56,16 @@ _WAS_TO = "__engine_was_to"
 _RANK = "__engine_rank"
 VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
 DELETED_AT = "deleted_at"
+TOMBSTONES_DIR = "_engine_tombstones"
+RECORDED_AT = "recorded_at"
+"""A tombstone's column: when the run that recorded it committed (what the retention is counted from)."""
+_TOMB_KEY = "__engine_tombstone_key_{}"
+_TOMB_SEQ = "__engine_tombstone_seq"
+
+
+def tombstones_of(table: str) -> str:
+    """Where the tombstones of ``table``'s deleted keys are kept: a Delta table inside its directory."""
+    return f"{table.rstrip('/')}/{TOMBSTONES_DIR}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,8 @@ class Changes:
     sequence_by: str
     scd: int = 1
     soft_delete: bool = False
+    tombstone_seconds: float | None = None
+    """SCD1 with hard deletes: how long a deleted key's tombstone is kept (``None``: no tombstones)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +162,45 @@ class Changes:
         builder = builder.whenMatchedDelete(condition=f"s.`{DELETE}` AND {newer}")
         builder = builder.whenMatchedUpdate(condition=newer, set=values)
         return builder.whenNotMatchedInsert(condition=f"NOT s.`{DELETE}`", values=values)
+
+    def unrefused(self, spark: SparkSession, tombstones: str | None, events: DataFrame) -> DataFrame:
+        """``events`` without the upserts the tombstones at ``tombstones`` refuse: those of a key
+        deleted at a sequence not less than theirs (``None``: there is no tombstone table)."""
+        if tombstones is None:
+            return events
+        seq = self.sequence_by
+        renamed = [_col(k).alias(_TOMB_KEY.format(i)) for i, k in enumerate(self.keys)]
+        tombs = spark.read.format("delta").load(tombstones).select(*renamed, _col(seq).alias(_TOMB_SEQ))
+        same = [events[f"`{k}`"].eqNullSafe(tombs[_TOMB_KEY.format(i)]) for i, k in enumerate(self.keys)]
+        joined = events.join(tombs, reduce(Column.__and__, same), "left")
+        newer = F.col(_TOMB_SEQ).isNull() | (_col(seq) > F.col(_TOMB_SEQ))
+        return joined.where(F.col(DELETE) | newer).select(*[_col(c) for c in events.columns])
+
+    def deletes(self, events: DataFrame) -> DataFrame:
+        """The tombstones of the batch's deletes: each key, its sequence and when it was recorded."""
+        keys = [_col(k) for k in (*self.keys, self.sequence_by)]
+        return events.where(F.col(DELETE)).select(*keys, F.current_timestamp().alias(RECORDED_AT))
+
+    def record_deletes(self, session: SparkSession, tombstones: str, deletes: DataFrame) -> None:
+        """Merge :meth:`deletes` into the existing tombstone table (on ``session``, carrying the
+        batch's transaction confs): a greater sequence replaces a key's, and tombstones recorded
+        more than :attr:`tombstone_seconds` ago go."""
+        from delta.tables import DeltaTable
+
+        assert self.tombstone_seconds is not None
+        seq = self.sequence_by
+        cutoff = f"timestamp_seconds(unix_seconds(current_timestamp()) - {int(self.tombstone_seconds)})"
+        older = f"t.`{RECORDED_AT}` < {cutoff}"
+        newer: dict[str, str | Column] = {f"`{seq}`": f"s.`{seq}`", RECORDED_AT: f"s.`{RECORDED_AT}`"}
+        (
+            DeltaTable.forPath(session, tombstones)
+            .alias("t")
+            .merge(deletes.alias("s"), self._same_key())
+            .whenMatchedUpdate(condition=f"s.`{seq}` > t.`{seq}`", set=newer)
+            .whenNotMatchedInsertAll()
+            .whenNotMatchedBySourceDelete(condition=older)
+            .execute()
+        )
 
     def _same_key(self) -> str:
         return " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)

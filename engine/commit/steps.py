@@ -8,6 +8,8 @@ step runs and replayed by a later run.
 - :class:`DeltaWrite`: append, overwrite or merge staged records into a Delta table as one Delta
   commit carrying ``txnAppId``/``txnVersion`` (Delta skips a version it already has) and the batch
   and watermarks in the commit's user metadata.
+- :class:`RecordTombstones`: ``apply_changes`` with hard deletes: merge the batch's deletes into the
+  table's tombstones.
 - :class:`DeleteStaging`: remove the batch's staging directories.
 - :class:`LogFiles`: add the files the committed datasets read to the file log (one append).
 - :class:`SetWatermarks`: save the datasets' new high watermarks (one append to the state table).
@@ -191,7 +193,7 @@ class DeltaWrite(CommitStep):
         if self.written:
             self._commit_written(ctx, WrittenFiles.from_json(self.written))
         elif self.mode == "apply_changes":
-            self._apply_changes(ctx.spark, exists=before >= 0)
+            self._apply_changes(ctx, exists=before >= 0)
         elif self.mode == "merge" and before >= 0:
             self._merge(ctx.spark)
         else:
@@ -250,20 +252,6 @@ class DeltaWrite(CommitStep):
             writer = writer.partitionBy(*self.partition_by)
         writer.save(self.table)
 
-    def _dml_session(self, spark: SparkSession) -> SparkSession:
-        """A session whose DML commits carry this batch's txn: idempotent DML takes it from
-        session confs, set on a session of its own so they do not leak into other commits. It
-        starts with the application's runtime confs (a new session has only the static ones:
-        without ``spark.databricks.delta.snapshotPartitions`` a MERGE took 10 s more)."""
-        session = spark.newSession()
-        for key, value in spark.conf.getAll.items():
-            if session.conf.isModifiable(key):
-                session.conf.set(key, value)
-        session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
-        session.conf.set("spark.databricks.delta.write.txnVersion", str(self.batch))
-        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", self.user_metadata)
-        return session
-
     @property
     def _evolves(self) -> bool:
         """Whether the sink's schema contract adds the batch's new columns to the table."""
@@ -272,7 +260,7 @@ class DeltaWrite(CommitStep):
     def _merge(self, spark: SparkSession) -> None:
         from delta.tables import DeltaTable
 
-        session = self._dml_session(spark)
+        session = dml_session(spark, self.app_id, self.batch, self.user_metadata)
         source = session.read.parquet(self.staging)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)
         merge = DeltaTable.forPath(session, self.table).alias("t").merge(source.alias("s"), on)
@@ -280,20 +268,91 @@ class DeltaWrite(CommitStep):
             merge = merge.withSchemaEvolution()
         merge.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
 
-    def _apply_changes(self, spark: SparkSession, *, exists: bool) -> None:
+    def _apply_changes(self, ctx: StepContext, *, exists: bool) -> None:
         """The staged change events applied (:mod:`engine.commit.changes`): to a new table as its
-        first version, to an existing one by one MERGE."""
-        from engine.commit.changes import Changes
+        first version, to an existing one by one MERGE; without the upserts a tombstone refuses."""
+        from engine.commit.changes import Changes, tombstones_of
 
         changes = Changes.from_json(self.changes)
+        kept = tombstones_of(self.table) if changes.tombstone_seconds is not None else None
+        tombstones = kept if kept and ctx.fs.delta_version(kept) >= 0 else None
         if not exists:
-            self._write(changes.new_table_rows(spark.read.parquet(self.staging)))
+            events = changes.unrefused(ctx.spark, tombstones, ctx.spark.read.parquet(self.staging))
+            self._write(changes.new_table_rows(events))
             return
-        session = self._dml_session(spark)
-        changes.merge(session, self.table, session.read.parquet(self.staging), evolve=self._evolves)
+        session = dml_session(ctx.spark, self.app_id, self.batch, self.user_metadata)
+        events = changes.unrefused(session, tombstones, session.read.parquet(self.staging))
+        changes.merge(session, self.table, events, evolve=self._evolves)
 
     def describe(self) -> str:
         return f"{self.mode} batch {self.batch} into Delta table {self.table} (sink `{self.sink}`)"
+
+
+@dataclass
+class RecordTombstones(CommitStep):
+    """``apply_changes`` with hard deletes: the batch's deletes merged into the table's tombstones
+    (:meth:`~engine.commit.changes.Changes.record_deletes`), after the table's own commit. A batch
+    without deletes commits nothing here (older tombstones go with a later batch that deletes)."""
+
+    kind: ClassVar[str] = "record_tombstones"
+    sink: str
+    table: str
+    staging: str
+    app_id: str
+    batch: int
+    changes: dict[str, Any]
+    user_metadata: str = ""
+
+    @property
+    def tombstones(self) -> str:
+        from engine.commit.changes import tombstones_of
+
+        return tombstones_of(self.table)
+
+    def verify(self, ctx: StepContext) -> bool:
+        if ctx.fs.delta_version(self.tombstones) < 0:
+            return False
+        return transaction_version(ctx.spark, self.tombstones, self.app_id) >= self.batch
+
+    def execute(self, ctx: StepContext) -> None:
+        from engine.commit.changes import Changes
+
+        if self.verify(ctx):
+            return
+        changes = Changes.from_json(self.changes)
+        deletes = changes.deletes(ctx.spark.read.parquet(self.staging))
+        if deletes.isEmpty():
+            return
+        if ctx.fs.delta_version(self.tombstones) < 0:
+            (
+                deletes.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self.app_id)
+                .option("txnVersion", str(self.batch))
+                .option("userMetadata", self.user_metadata)
+                .save(self.tombstones)
+            )
+            return
+        session = dml_session(ctx.spark, self.app_id, self.batch, self.user_metadata)
+        changes.record_deletes(session, self.tombstones, changes.deletes(session.read.parquet(self.staging)))
+
+    def describe(self) -> str:
+        return f"record the deletes of batch {self.batch} in {self.tombstones} (sink `{self.sink}`)"
+
+
+def dml_session(spark: SparkSession, app_id: str, batch: int, user_metadata: str) -> SparkSession:
+    """A session whose DML commits carry batch ``batch``'s txn of ``app_id``: idempotent DML takes
+    it from session confs, set on a session of its own so they do not leak into other commits. It
+    starts with the application's runtime confs (a new session has only the static ones: without
+    ``spark.databricks.delta.snapshotPartitions`` a MERGE took 10 s more)."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if session.conf.isModifiable(key):
+            session.conf.set(key, value)
+    session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    session.conf.set("spark.databricks.delta.write.txnVersion", str(batch))
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata)
+    return session
 
 
 @dataclass

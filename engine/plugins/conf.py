@@ -8,6 +8,7 @@ Source, converter and sink configs add their own kind's hooks.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,18 @@ from typing_extensions import Self
 
 from engine.plugins.lineage import DatasetName, of_path
 from engine.storage.paths import StoragePath, is_relative, under
+
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_seconds(value: float | int | str) -> float:
+    """``30``, ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` -> seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", value.lower())
+    if not found:
+        raise ValueError(f"`{value}` is not a duration (use e.g. 30s, 15m, 2h, 1d)")
+    return float(found.group(1)) * _SECONDS[found.group(2) or "s"]
 
 
 def option_texts(options: dict[str, str | int | float | bool]) -> dict[str, str]:

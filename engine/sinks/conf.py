@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
-from engine.plugins.conf import Anchors, PluginConf, option_texts
+from engine.plugins.conf import Anchors, PluginConf, option_texts, parse_seconds
 from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka
 
 ReplayEffect = Literal["DUPLICATES", "REPLACED", "SAFE", "SHOWN", "UNKNOWN"]
@@ -148,6 +148,11 @@ class DeltaSinkConf(TableSinkConf):
     """``apply_changes`` with ``scd = 1``: a delete keeps the row and sets ``deleted_at`` (the
     delete's sequence) instead of removing it, so a late event older than the delete is refused
     across runs too."""
+    tombstone_retention: float = 7 * 86400
+    """``apply_changes`` with ``scd = 1`` and hard deletes: how long (``"7d"``, ``"12h"``, seconds)
+    a deleted key's tombstone (its key and the delete's sequence, kept beside the table) refuses
+    a late event older than the delete, which would otherwise insert the key again. A tombstone
+    goes with a later batch that deletes, once older than this; ``0``: none is kept."""
     schema_: Literal["evolve", "freeze", "rescue"] = Field(default="evolve", alias="schema")
     """When the batch's columns differ from the table's (:mod:`engine.sinks.contract`):
     ``evolve`` adds new columns, ``freeze`` refuses any change, ``rescue`` keeps the table's
@@ -155,8 +160,23 @@ class DeltaSinkConf(TableSinkConf):
     (JSON). Every mode casts a narrower type up (``int`` into ``bigint``) and refuses, naming the
     column, a type that does not fit (except ``rescue``)."""
 
+    @field_validator("tombstone_retention", mode="before")
+    @classmethod
+    def _duration(cls, value: float | int | str) -> float:
+        seconds = parse_seconds(value)
+        if seconds < 0:
+            raise ValueError("`tombstone_retention` is a duration: 0 or more")
+        return seconds
+
     @model_validator(mode="after")
     def _changes_need_a_sequence(self) -> DeltaSinkConf:
+        if "tombstone_retention" in self.model_fields_set and (
+            self.mode != "apply_changes" or self.scd != 1 or self.soft_delete or not self.delete_when
+        ):
+            raise ValueError(
+                "`tombstone_retention` is for mode `apply_changes` with `scd = 1`, `delete_when` and hard deletes "
+                "(no `soft_delete`)"
+            )
         if self.mode != "apply_changes":
             given = [k for k in ("sequence_by", "delete_when", "soft_delete") if getattr(self, k)]
             given += ["scd"] if self.scd != 1 else []

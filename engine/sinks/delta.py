@@ -19,7 +19,7 @@ from pyspark.sql.types import BooleanType
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.changes import DELETE, Changes, orderable
 from engine.commit.delta_files import table_schema, write_files
-from engine.commit.steps import DeltaWrite
+from engine.commit.steps import DeltaWrite, RecordTombstones
 from engine.errors import ConfigError
 from engine.sinks.conf import DeltaSinkConf
 from engine.sinks.contract import Contract
@@ -44,7 +44,9 @@ class DeltaSink(TableSink):
         if c.mode != "apply_changes":
             return None
         assert c.sequence_by is not None
-        return Changes(list(c.keys), c.sequence_by, scd=c.scd, soft_delete=c.soft_delete)
+        hard = c.scd == 1 and c.delete_when and not c.soft_delete and c.tombstone_retention > 0
+        kept = c.tombstone_retention if hard else None
+        return Changes(list(c.keys), c.sequence_by, scd=c.scd, soft_delete=c.soft_delete, tombstone_seconds=kept)
 
     def check(self, df: DataFrame) -> None:
         super().check(df)
@@ -179,4 +181,15 @@ def stage_delta(
         written=written.to_json() if written else {},
         changes=changes.to_json() if changes else {},
     )
-    return Staged([step], staging)
+    if changes is None or changes.tombstone_seconds is None:
+        return Staged([step], staging)
+    tombstones = RecordTombstones(
+        sink=sink,
+        table=table,
+        staging=step.staging,
+        app_id=app_id,
+        batch=batch.number,
+        changes=changes.to_json(),
+        user_metadata=batch.user_metadata,
+    )
+    return Staged([step, tombstones], staging)

@@ -14,23 +14,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.plugins.conf import Anchors, PluginConf, option_texts
+from engine.plugins.conf import parse_seconds as parse_seconds
 from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
 from engine.plugins.sizes import parse_bytes as parse_bytes
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
 from engine.sources.workunits import Budget
 
-_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _GLOB = re.compile(r"[*?\[{]")
-
-
-def parse_seconds(value: float | int | str) -> float:
-    """``30``, ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` -> seconds."""
-    if isinstance(value, int | float):
-        return float(value)
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", value.lower())
-    if not found:
-        raise ValueError(f"`{value}` is not a duration (use e.g. 30s, 15m, 2h, 1d)")
-    return float(found.group(1)) * _SECONDS[found.group(2) or "s"]
 
 
 class LimitsConf(BaseModel):

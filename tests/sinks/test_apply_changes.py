@@ -59,11 +59,13 @@ def _rank(event: Event) -> tuple[Any, ...]:
 
 
 class Scd1:
-    """The SCD1 table the rules give, batch after batch."""
+    """The SCD1 table the rules give, batch after batch. A hard delete leaves its key's greatest
+    delete sequence behind (a tombstone): an upsert not newer than it inserts nothing."""
 
     def __init__(self, *, soft: bool) -> None:
         self.soft = soft
         self.rows: dict[int, Event] = {}
+        self.deleted: dict[int, int] = {}
 
     def apply(self, batch: list[Event]) -> None:
         last: dict[int, Event] = {}
@@ -72,17 +74,24 @@ class Scd1:
             if held is None or (e["seq"], *_rank(e)) > (held["seq"], *_rank(held)):
                 last[e["id"]] = e
         for key, e in last.items():
-            row = self.rows.get(key)
-            if row is not None and e["seq"] <= row["seq"]:
-                continue  # a late event never overwrites
-            if e["op"] != "D":
-                self.rows[key] = {**e, "deleted_at": None} if self.soft else dict(e)
-            elif not self.soft:
-                self.rows.pop(key, None)
-            elif row is not None:
-                self.rows[key] = {**row, "seq": e["seq"], "deleted_at": e["seq"]}
-            else:
-                self.rows[key] = {**e, "deleted_at": e["seq"]}
+            self._apply(key, e)
+            if e["op"] == "D" and not self.soft:
+                self.deleted[key] = max(self.deleted.get(key, e["seq"]), e["seq"])
+
+    def _apply(self, key: int, e: Event) -> None:
+        row = self.rows.get(key)
+        if row is not None and e["seq"] <= row["seq"]:
+            return  # a late event never overwrites
+        if e["op"] != "D":
+            if row is None and self.deleted.get(key, -1) >= e["seq"]:
+                return  # older than the key's delete: it stays deleted
+            self.rows[key] = {**e, "deleted_at": None} if self.soft else dict(e)
+        elif not self.soft:
+            self.rows.pop(key, None)
+        elif row is not None:
+            self.rows[key] = {**row, "seq": e["seq"], "deleted_at": e["seq"]}
+        else:
+            self.rows[key] = {**e, "deleted_at": e["seq"]}
 
     def expected(self) -> list[tuple[Any, ...]]:
         columns = (*COLUMNS, "deleted_at") if self.soft else COLUMNS
@@ -230,6 +239,16 @@ def test_a_crash_at_any_step_then_reruns_leave_the_table_the_rules_give(spark: A
         ({"sequence_by": "seq", "delete_when": "opp = 'D'"}, "sinks.table.delete_when", "is not a condition"),
         ({"sequence_by": "seq", "delete_when": "upper(op)"}, "sinks.table.delete_when", "is string, not a condition"),
         ({"sequence_by": "seq", "delete_when": "op = 'D' AND"}, "sinks.table.delete_when", "is not a condition"),
+        (
+            {"sequence_by": "seq", "delete_when": "op = 'D'", "soft_delete": True, "tombstone_retention": "1d"},
+            "sinks.table",
+            "`tombstone_retention` is for mode `apply_changes` with `scd = 1`, `delete_when` and hard deletes",
+        ),
+        (
+            {"sequence_by": "seq", "delete_when": "op = 'D'", "tombstone_retention": "soon"},
+            "sinks.table.tombstone_retention",
+            "`soon` is not a duration",
+        ),
     ],
 )
 def test_mistakes_are_config_errors_naming_the_key(
@@ -248,6 +267,67 @@ def test_mistakes_are_config_errors_naming_the_key(
     assert raised.value.key is not None and raised.value.key.endswith(key), raised.value
     assert says in str(raised.value)
     assert not (tmp_path / "wh" / "t").exists()
+
+
+def _event(key: int, seq: int, op: str = "U", name: str = "x") -> Event:
+    return {"id": key, "seq": seq, "op": op, "name": name, "amount": 1.0}
+
+
+def _tombstones(wh: Path) -> list[tuple[int, int]]:
+    path = wh / "customers" / "_engine_tombstones"
+    if not (path / "_delta_log").exists():
+        return []
+    return sorted(
+        (r["id"], r["seq"]) for r in DeltaTable(str(path)).to_pyarrow_table(columns=["id", "seq"]).to_pylist()
+    )
+
+
+def test_a_late_event_older_than_a_hard_delete_of_an_earlier_run_inserts_nothing(spark: Any, tmp_path: Path) -> None:
+    """The delete of key 1 leaves a tombstone beside the table: a later run's event older than
+    the delete is refused, a newer one inserts the key again. Spark and delta-rs read the table
+    as if the tombstones were not in its directory."""
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'")
+    runs = [
+        ([_event(1, 10, name="a"), _event(2, 10, name="b")], [(1, "a"), (2, "b")], []),
+        ([_event(1, 20, "D"), _event(3, 5, "D")], [(2, "b")], [(1, 20), (3, 5)]),
+        ([_event(1, 15, name="late"), _event(3, 5, name="same"), _event(1, 12, "D")], [(2, "b")], [(1, 20), (3, 5)]),
+        (
+            [_event(1, 30, name="back"), _event(3, 6, name="newer")],
+            [(1, "back"), (2, "b"), (3, "newer")],
+            [(1, 20), (3, 5)],
+        ),
+    ]
+    for run, (events, rows, tombstones) in enumerate(runs):
+        land(wh, run, events)
+        code, summary = run_here(jobs, wh)
+        assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+        assert [(r[0], r[3]) for r in table_rows(wh / "customers", COLUMNS)] == rows, f"run {run + 1}"
+        assert _tombstones(wh) == tombstones, f"run {run + 1}"
+    assert spark.read.format("delta").load(str(wh / "customers")).count() == 3
+
+
+def test_tombstones_go_after_their_retention_with_a_later_delete(spark: Any, tmp_path: Path) -> None:
+    import time
+
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'", tombstone_retention="1s")
+    land(wh, 0, [_event(1, 10), _event(2, 10), _event(1, 20, "D")])
+    assert run_here(jobs, wh)[0] == 0
+    assert _tombstones(wh) == [(1, 20)]
+    time.sleep(2)
+    land(wh, 1, [_event(2, 20, "D")])  # its MERGE drops key 1's tombstone, recorded over 1 s ago
+    assert run_here(jobs, wh)[0] == 0
+    assert _tombstones(wh) == [(2, 20)]
+    land(wh, 2, [_event(1, 15, name="late")])  # nothing refuses it any more
+    assert run_here(jobs, wh)[0] == 0
+    assert [(r[0], r[3]) for r in table_rows(wh / "customers", COLUMNS)] == [(1, "late")]
+
+    none = tmp_path / "none"
+    write_job(none / "jobs", none / "wh", sequence_by="seq", delete_when="op = 'D'", tombstone_retention=0)
+    land(none / "wh", 0, [_event(1, 10), _event(1, 20, "D")])
+    assert run_here(none / "jobs", none / "wh")[0] == 0
+    assert not (none / "wh" / "customers" / "_engine_tombstones").exists()
 
 
 def test_an_event_without_a_sequence_fails_the_run_naming_the_sink_and_key(spark: Any, tmp_path: Path) -> None:
