@@ -219,3 +219,42 @@ def test_concurrent_publishers_each_then_list_the_complete_jars(tmp_path: Path, 
         assert listed == [[".done", "a.jar", "b.jar"]] * len(stagings), f"attempt {attempt}"
         left = sorted(p.name for p in cache.iterdir())
         assert left == [".jars-key.lock", "jars-key"], "every other staging was discarded"
+
+
+def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a real JVM: a run without an archive trains one as its JVM exits (one run at a time;
+    a run killed by a signal keeps nothing), and the next JVM maps it (``-Xshare:on`` fails a
+    JVM that cannot)."""
+    import os
+    import shutil
+
+    monkeypatch.delenv("ENGINE_CDS", raising=False)
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    assert java, "the tests need Java"
+    killed = launch.ClassArchive(tmp_path, [])
+    assert killed.training is not None and f"-XX:ArchiveClassesAtExit={killed.training}" in killed.options
+    killed.finish(-signal.SIGKILL)
+    assert killed.archive is not None and not killed.archive.exists()
+
+    first = launch.ClassArchive(tmp_path, [])
+    assert first.training is not None, "the lock was released: this run trains"
+    meanwhile = launch.ClassArchive(tmp_path, [])
+    assert (meanwhile.options, meanwhile.training) == ([], None), "another run trains: this one runs without"
+    trained = subprocess.run([java, *first.options, "-version"], capture_output=True, text=True, timeout=120)
+    assert trained.returncode == 0, trained.stderr
+    assert trained.stdout == "", "the JVM's own messages stay off stdout (the run's summary is there)"
+    first.finish(trained.returncode)
+    assert first.archive is not None and first.archive.stat().st_size > 0 and not first.training.exists()
+
+    later = launch.ClassArchive(tmp_path, [])
+    assert later.training is None and f"-XX:SharedArchiveFile={first.archive}" in later.options
+    mapped = subprocess.run([java, "-Xshare:on", *later.options, "-version"], capture_output=True, text=True)
+    assert mapped.returncode == 0, mapped.stderr
+    cmd = launch.command(["job=x"], tmp_path, archive=later)
+    assert f"-XX:SharedArchiveFile={first.archive}" in cmd[cmd.index("--driver-java-options") + 1]
+
+    monkeypatch.setenv("ENGINE_CDS", "off")
+    assert launch.ClassArchive(tmp_path, []).options == []

@@ -115,6 +115,8 @@ def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, 
     assert sorted(r["order_id"] for r in orders) == list(range(1, 41))
     assert sorted(p.name for p in cwd.iterdir()) == ["jobs"], "nothing else lands in the working directory"
     assert [p.suffix for p in (tmp_path / "cache").glob("engine-*")] == [".zip"], "the package went to executors"
+    (archive,) = (tmp_path / "cache" / "cds").glob("*.jsa")  # the driver's classes, for the next runs
+    assert archive.stat().st_size > 0
 
 
 def test_the_engine_command_makes_a_master_key_and_encrypts_without_a_job_or_a_jvm(
