@@ -21,12 +21,12 @@ Publishing (:meth:`Changes.apply`) is one Delta commit, carrying the batch's ``t
   in the table to compare a later run's late event with, so each delete is also recorded, as its
   key and sequence, in a Delta table beside the table (``<table>/_engine_tombstones``, which
   Delta's readers and VACUUM leave alone, like ``_engine_staging``). An upsert not newer than its
-  key's tombstone is left out of the MERGE (:meth:`Changes.unrefused`); the batch's deletes are
-  then merged into the tombstones (:meth:`Changes.record_deletes`: a greater sequence replaces a
-  key's), and tombstones recorded more than ``tombstone_seconds`` ago go with that MERGE. An
-  upsert that re-inserts a key leaves its tombstone: the row, newer, refuses whatever the
-  tombstone would. So the MERGE gives the same table whether the tombstones are read before or
-  after this batch's are merged, and a replay after a crash between the two commits is exact.
+  key's greatest tombstone is left out of the MERGE (:meth:`Changes.unrefused`); the batch's
+  deletes are then appended to the tombstones (:meth:`Changes.deletes`), after those recorded
+  more than ``tombstone_seconds`` ago are deleted (:meth:`Changes.forget`). An upsert that
+  re-inserts a key leaves its tombstones: the row, newer, refuses whatever they would. So the
+  MERGE gives the same table whether the tombstones are read before or after this batch's are
+  appended, and a replay after a crash between the two commits is exact.
 - **SCD2**: the history of every key the batch touches is rebuilt from the table's versions
   (each an upsert at ``valid_from``; a ``valid_to`` that opens no version is a delete) and the
   batch's events, in sequence order; an event whose sequence the key's history holds already
@@ -170,7 +170,7 @@ class Changes:
             return events
         seq = self.sequence_by
         renamed = [_col(k).alias(_TOMB_KEY.format(i)) for i, k in enumerate(self.keys)]
-        tombs = spark.read.format("delta").load(tombstones).select(*renamed, _col(seq).alias(_TOMB_SEQ))
+        tombs = spark.read.format("delta").load(tombstones).groupBy(*renamed).agg(F.max(_col(seq)).alias(_TOMB_SEQ))
         same = [events[f"`{k}`"].eqNullSafe(tombs[_TOMB_KEY.format(i)]) for i, k in enumerate(self.keys)]
         joined = events.join(tombs, reduce(Column.__and__, same), "left")
         newer = F.col(_TOMB_SEQ).isNull() | (_col(seq) > F.col(_TOMB_SEQ))
@@ -181,26 +181,14 @@ class Changes:
         keys = [_col(k) for k in (*self.keys, self.sequence_by)]
         return events.where(F.col(DELETE)).select(*keys, F.current_timestamp().alias(RECORDED_AT))
 
-    def record_deletes(self, session: SparkSession, tombstones: str, deletes: DataFrame) -> None:
-        """Merge :meth:`deletes` into the existing tombstone table (on ``session``, carrying the
-        batch's transaction confs): a greater sequence replaces a key's, and tombstones recorded
-        more than :attr:`tombstone_seconds` ago go."""
+    def forget(self, spark: SparkSession, tombstones: str) -> None:
+        """Delete the tombstones recorded more than :attr:`tombstone_seconds` ago. Each batch's are
+        appended together, so a file's ``recorded_at`` statistics let Delta skip the younger files."""
         from delta.tables import DeltaTable
 
         assert self.tombstone_seconds is not None
-        seq = self.sequence_by
         cutoff = f"timestamp_seconds(unix_seconds(current_timestamp()) - {int(self.tombstone_seconds)})"
-        older = f"t.`{RECORDED_AT}` < {cutoff}"
-        newer: dict[str, str | Column] = {f"`{seq}`": f"s.`{seq}`", RECORDED_AT: f"s.`{RECORDED_AT}`"}
-        (
-            DeltaTable.forPath(session, tombstones)
-            .alias("t")
-            .merge(deletes.alias("s"), self._same_key())
-            .whenMatchedUpdate(condition=f"s.`{seq}` > t.`{seq}`", set=newer)
-            .whenNotMatchedInsertAll()
-            .whenNotMatchedBySourceDelete(condition=older)
-            .execute()
-        )
+        DeltaTable.forPath(spark, tombstones).delete(f"`{RECORDED_AT}` < {cutoff}")
 
     def _same_key(self) -> str:
         return " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)

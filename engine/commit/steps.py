@@ -8,7 +8,7 @@ step runs and replayed by a later run.
 - :class:`DeltaWrite`: append, overwrite or merge staged records into a Delta table as one Delta
   commit carrying ``txnAppId``/``txnVersion`` (Delta skips a version it already has) and the batch
   and watermarks in the commit's user metadata.
-- :class:`RecordTombstones`: ``apply_changes`` with hard deletes: merge the batch's deletes into the
+- :class:`RecordTombstones`: ``apply_changes`` with hard deletes: append the batch's deletes to the
   table's tombstones.
 - :class:`DeleteStaging`: remove the batch's staging directories.
 - :class:`LogFiles`: add the files the committed datasets read to the file log (one append).
@@ -290,9 +290,10 @@ class DeltaWrite(CommitStep):
 
 @dataclass
 class RecordTombstones(CommitStep):
-    """``apply_changes`` with hard deletes: the batch's deletes merged into the table's tombstones
-    (:meth:`~engine.commit.changes.Changes.record_deletes`), after the table's own commit. A batch
-    without deletes commits nothing here (older tombstones go with a later batch that deletes)."""
+    """``apply_changes`` with hard deletes: the batch's deletes appended to the table's tombstones
+    (:meth:`~engine.commit.changes.Changes.deletes`), after the table's own commit, once those past
+    their retention are deleted. A batch without deletes commits nothing here (older tombstones go
+    with a later batch that deletes)."""
 
     kind: ClassVar[str] = "record_tombstones"
     sink: str
@@ -323,18 +324,16 @@ class RecordTombstones(CommitStep):
         deletes = changes.deletes(ctx.spark.read.parquet(self.staging))
         if deletes.isEmpty():
             return
-        if ctx.fs.delta_version(self.tombstones) < 0:
-            (
-                deletes.write.format("delta")
-                .mode("append")
-                .option("txnAppId", self.app_id)
-                .option("txnVersion", str(self.batch))
-                .option("userMetadata", self.user_metadata)
-                .save(self.tombstones)
-            )
-            return
-        session = dml_session(ctx.spark, self.app_id, self.batch, self.user_metadata)
-        changes.record_deletes(session, self.tombstones, changes.deletes(session.read.parquet(self.staging)))
+        if ctx.fs.delta_version(self.tombstones) >= 0:  # not the batch's own: a crash may leave it to a later one
+            changes.forget(ctx.spark, self.tombstones)
+        (
+            deletes.write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", str(self.batch))
+            .option("userMetadata", self.user_metadata)
+            .save(self.tombstones)
+        )
 
     def describe(self) -> str:
         return f"record the deletes of batch {self.batch} in {self.tombstones} (sink `{self.sink}`)"

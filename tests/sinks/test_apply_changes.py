@@ -291,12 +291,17 @@ def test_a_late_event_older_than_a_hard_delete_of_an_earlier_run_inserts_nothing
     runs = [
         ([_event(1, 10, name="a"), _event(2, 10, name="b")], [(1, "a"), (2, "b")], []),
         ([_event(1, 20, "D"), _event(3, 5, "D")], [(2, "b")], [(1, 20), (3, 5)]),
-        ([_event(1, 15, name="late"), _event(3, 5, name="same"), _event(1, 12, "D")], [(2, "b")], [(1, 20), (3, 5)]),
         (
-            [_event(1, 30, name="back"), _event(3, 6, name="newer")],
-            [(1, "back"), (2, "b"), (3, "newer")],
-            [(1, 20), (3, 5)],
+            [_event(1, 15, name="late"), _event(3, 5, name="same"), _event(4, 7, "D")],
+            [(2, "b")],
+            [(1, 20), (3, 5), (4, 7)],
         ),
+        (
+            [_event(1, 30, name="back"), _event(3, 6, name="newer"), _event(4, 3, "D")],
+            [(1, "back"), (2, "b"), (3, "newer")],
+            [(1, 20), (3, 5), (4, 3), (4, 7)],  # a late delete adds its own: the greatest counts
+        ),
+        ([_event(4, 5, name="still")], [(1, "back"), (2, "b"), (3, "newer")], [(1, 20), (3, 5), (4, 3), (4, 7)]),
     ]
     for run, (events, rows, tombstones) in enumerate(runs):
         land(wh, run, events)
