@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.changes import DELETE, Changes, orderable
+from engine.commit.changes import DELETE, RECORDED_AT, Changes, orderable, tombstones_of
 from engine.commit.delta_files import table_schema, write_files
 from engine.commit.steps import DeltaWrite, RecordTombstones
 from engine.errors import ConfigError
@@ -88,6 +88,26 @@ class DeltaSink(TableSink):
                     f"sink `{self.name}`: `delete_when` is {condition.simpleString()}, not a condition (true or false)",
                     key=f"{self.key}.delete_when",
                 )
+        if changes.tombstone_seconds is not None:
+            self._check_tombstones(df, changes)
+
+    def _check_tombstones(self, df: DataFrame, changes: Changes) -> None:
+        """The tombstones kept for this table must be of its keys and sequence: ones kept while the
+        sink said others (its config changed since) could not be read, and would block every run."""
+        path = tombstones_of(self.conf.path)
+        kept = table_schema(df.sparkSession, path)
+        if kept is None:
+            return
+        have = {f.name.lower() for f in kept.fields}
+        missing = [n for n in (*changes.keys, changes.sequence_by) if n.lower() not in have]
+        if missing:
+            said = ", ".join(f.name for f in kept.fields if f.name != RECORDED_AT)
+            raise ConfigError(
+                f"sink `{self.name}`: the tombstones of its deletes at {path} are of columns {said}, kept while "
+                f"the sink had other `keys` or `sequence_by`; it has no {', '.join(missing)}. Delete {path} (a late "
+                "event older than a delete it holds may then insert its key again), or set tombstone_retention = 0",
+                key=f"{self.key}.{'sequence_by' if changes.sequence_by in missing else 'keys'}",
+            )
 
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         c = self.conf

@@ -310,6 +310,30 @@ def test_a_late_event_older_than_a_hard_delete_of_an_earlier_run_inserts_nothing
         assert [(r[0], r[3]) for r in table_rows(wh / "customers", COLUMNS)] == rows, f"run {run + 1}"
         assert _tombstones(wh) == tombstones, f"run {run + 1}"
     assert spark.read.format("delta").load(str(wh / "customers")).count() == 3
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:  # neither VACUUM takes the tombstones for the table's unreferenced files
+        spark.sql(f"VACUUM delta.`{wh / 'customers'}` RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    DeltaTable(str(wh / "customers")).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert _tombstones(wh) == runs[-1][2]
+
+
+def test_tombstones_kept_for_another_sequence_are_a_config_error_not_a_stuck_job(spark: Any, tmp_path: Path) -> None:
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'")
+    land(wh, 0, [_event(1, 10), _event(2, 20, "D")])
+    assert run_here(jobs, wh)[0] == 0
+    write_job(jobs, wh, sequence_by="amount", delete_when="op = 'D'")
+    land(wh, 1, [_event(1, 30)])
+    code, summary = run_here(jobs, wh)
+    assert code == 2, summary
+    assert "tombstones" in summary["message"] and "no amount" in summary["message"], summary["message"]
+    assert "sinks.table.sequence_by" in summary["message"], summary["message"]
+    assert DeltaTable(str(wh / "customers")).version() == 0, "nothing written"
+    write_job(jobs, wh, sequence_by="amount", delete_when="op = 'D'", tombstone_retention=0)
+    code, summary = run_here(jobs, wh)
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
 
 
 def test_tombstones_go_after_their_retention_with_a_later_delete(spark: Any, tmp_path: Path) -> None:
