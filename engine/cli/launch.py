@@ -225,20 +225,24 @@ class ClassArchive:
     (a lock; the others run without), kept only if the JVM exited by itself (:meth:`finish`).
     ``ENGINE_CDS=off``: no archive. Nothing here fails a run."""
 
-    def __init__(self, cache: Path, class_path: list[str]) -> None:
+    KEPT = 3
+    """Archives kept (the most recently used): for as many runtimes or class paths in use."""
+
+    def __init__(self, cache: Path, class_path: list[str], *, local_driver: bool = True) -> None:
         self.options: list[str] = []
         """The driver's JVM options for it."""
         self.training: Path | None = None
         self._lock: Any = None
         self.archive: Path | None = None
-        if os.environ.get("ENGINE_CDS", "on") == "off" or (key := _archive_key(class_path)) is None:
-            return
+        off = os.environ.get("ENGINE_CDS", "on") == "off" or not local_driver  # a cluster's driver: not this JVM
+        if off or any(c.isspace() for c in str(cache)) or (key := _archive_key(class_path)) is None:
+            return  # spark-submit splits the driver's options at spaces
         folder = cache / "cds"
         self.archive = folder / f"{key}.jsa"
-        quiet = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
-        if self.archive.is_file():
-            self.options = [f"-XX:SharedArchiveFile={self.archive}", *quiet]
+        if self._use():
             return
+        if (folder / f"{key}.failed").exists():
+            return  # this runtime wrote no archive when asked (no base archive?): do not ask every run
         try:
             folder.mkdir(parents=True, exist_ok=True)
             self._lock = open(folder / ".lock", "a")  # noqa: SIM115 (held until finish)
@@ -246,23 +250,41 @@ class ClassArchive:
         except OSError:  # a read-only cache, or another run is training: run without
             self._release()
             return
+        if self._use():  # trained meanwhile
+            self._release()
+            return
+        for left in folder.glob("*.tmp"):  # of a training killed with its wrapper: none runs now
+            left.unlink(missing_ok=True)
         self.training = folder / f"{key}.jsa.{os.getpid()}.tmp"
         said = "writing the driver's class archive as this run ends (once, ~15 s): later runs start faster"
         print(f"[engine] {said} (ENGINE_CDS=off: no archive)", file=sys.stderr, flush=True)
         # The JVM's warnings (the classes it cannot archive) to stderr: stdout is the run's summary.
         self.options = [f"-XX:ArchiveClassesAtExit={self.training}", "-Xlog:disable", "-Xlog:all=warning:stderr"]
 
+    def _use(self) -> bool:
+        """Start on the archive if there is one (marked as used: the least recently used go)."""
+        assert self.archive is not None
+        if not self.archive.is_file():
+            return False
+        with contextlib.suppress(OSError):  # a read-only cache still serves it
+            os.utime(self.archive)
+        self.options = [f"-XX:SharedArchiveFile={self.archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+        return True
+
     def finish(self, code: int) -> None:
         """Keep what a training run wrote if its JVM exited by itself (``code`` >= 0, whatever the
-        job's outcome), as the archive; drop the other archives (earlier runtimes' or jars')."""
+        job's outcome), as the archive, beside the :attr:`KEPT` - 1 most recently used others; if
+        it wrote none, say so for this key (``<key>.failed``), so later runs do not ask again."""
         if self.training is None or self.archive is None:
             return
         try:
             if code >= 0 and self.training.is_file() and self.training.stat().st_size > 0:
                 self.training.replace(self.archive)
-                for other in self.archive.parent.glob("*.jsa"):
-                    if other != self.archive:
-                        other.unlink(missing_ok=True)
+                archives = sorted(self.archive.parent.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+                for other in archives[self.KEPT :]:
+                    other.unlink(missing_ok=True)
+            elif code >= 0:
+                self.archive.with_suffix(".failed").touch()
             self.training.unlink(missing_ok=True)
         except OSError:
             pass
@@ -273,6 +295,16 @@ class ClassArchive:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def _deploy_mode(argv: list[str]) -> str:
+    """``--deploy-mode``'s value among spark-submit's options (``client`` when not given)."""
+    _, spark, _ = split_args(argv)
+    for i, arg in enumerate(spark):
+        name, eq, value = arg.partition("=")
+        if name == "--deploy-mode":
+            return value if eq else (spark[i + 1] if i + 1 < len(spark) else "")
+    return "client"
 
 
 def _archive_key(class_path: list[str]) -> str | None:
@@ -388,7 +420,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     cache = cache_dir()
     own, _, _ = split_args(args)
     class_path = [*engine_class_path(cache), *filter(None, own.get("--driver-class-path", "").split(":"))]
-    archive = ClassArchive(cache, class_path)
+    archive = ClassArchive(cache, class_path, local_driver="cluster" not in _deploy_mode(args))
     cmd = command(args, cache, archive=archive)
     env = _env({"ENGINE_WRAPPER_PID": str(os.getpid()), **({"ENGINE_TTY": "1"} if sys.stdout.isatty() else {})})
     # The driver imports the engine from the --py-files zip (spark-submit puts it first on the

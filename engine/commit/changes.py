@@ -179,7 +179,7 @@ class Changes:
     def deletes(self, events: DataFrame) -> DataFrame:
         """The tombstones of the batch's deletes: each key, its sequence and when it was recorded."""
         keys = [_col(k) for k in (*self.keys, self.sequence_by)]
-        return events.where(F.col(DELETE)).select(*keys, F.current_timestamp().alias(RECORDED_AT))
+        return events.where(F.col(DELETE)).select(*keys, F.current_timestamp().alias(RECORDED_AT)).coalesce(1)
 
     def forget(self, spark: SparkSession, tombstones: str) -> None:
         """Delete the tombstones recorded more than :attr:`tombstone_seconds` ago. Each batch's are
@@ -187,7 +187,7 @@ class Changes:
         from delta.tables import DeltaTable
 
         assert self.tombstone_seconds is not None
-        cutoff = f"timestamp_seconds(unix_seconds(current_timestamp()) - {int(self.tombstone_seconds)})"
+        cutoff = f"timestamp_millis(unix_millis(current_timestamp()) - {round(self.tombstone_seconds * 1000)})"
         DeltaTable.forPath(spark, tombstones).delete(f"`{RECORDED_AT}` < {cutoff}")
 
     def _same_key(self) -> str:

@@ -310,12 +310,23 @@ class RecordTombstones(CommitStep):
 
         return tombstones_of(self.table)
 
+    VACUUM_EVERY: ClassVar[int] = 16
+    """Every this many batches, a batch that deletes also vacuums the tombstones (Delta's default
+    retention): the files :meth:`~engine.commit.changes.Changes.forget` removed from the log go."""
+
     def verify(self, ctx: StepContext) -> bool:
+        """Done when the tombstones hold this batch's txn, or when its staging is gone: only a
+        later step (``DeleteStaging``) removes it, after this one ran (a batch without deletes
+        commits nothing here)."""
+        if not ctx.fs.exists(self.staging):
+            return True
         if ctx.fs.delta_version(self.tombstones) < 0:
             return False
         return transaction_version(ctx.spark, self.tombstones, self.app_id) >= self.batch
 
     def execute(self, ctx: StepContext) -> None:
+        from delta.tables import DeltaTable
+
         from engine.commit.changes import Changes
 
         if self.verify(ctx):
@@ -326,6 +337,8 @@ class RecordTombstones(CommitStep):
             return
         if ctx.fs.delta_version(self.tombstones) >= 0:  # not the batch's own: a crash may leave it to a later one
             changes.forget(ctx.spark, self.tombstones)
+            if self.batch % self.VACUUM_EVERY == 0:
+                DeltaTable.forPath(ctx.spark, self.tombstones).vacuum()
         (
             deletes.write.format("delta")
             .mode("append")

@@ -37,6 +37,7 @@ from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,11 @@ class LookupConverter(Converter):
         """``on`` as a condition, parsed once (``None`` for key columns)."""
         self._order: list[tuple[bool, str | None]] = []
         """A condition join's ``first`` order: each rank column's direction and nulls placement."""
+        self._failed: Exception | None = None
+        """Why the run's read of the reference failed (or was cancelled by a stop): the other
+        groups fail with it rather than read it again."""
+        self._schema: StructType | None = None
+        """A file reference's schema as the first build found it: later reads do not infer it again."""
 
     def pin(self, spark: SparkSession, version: int | None) -> None:
         self._live = True
@@ -101,7 +107,7 @@ class LookupConverter(Converter):
         with self._lock:
             for held in self._held:
                 held.unpersist()
-            self._held, self._reference = [], None
+            self._held, self._reference, self._failed, self._schema = [], None, None, None
 
     @property
     def _record_columns(self) -> list[str]:
@@ -170,7 +176,15 @@ class LookupConverter(Converter):
                 if not self._live or is_checking():
                     keyed = self._keyed(self._read(spark))
                     return self._counted(keyed) if self._keys_may_repeat else keyed
-                self._reference = self._cached(spark)
+                if self._failed is not None:
+                    raise self._failed
+                try:
+                    self._reference = self._cached(spark)
+                except Exception as exc:
+                    for held in self._held:
+                        held.unpersist()
+                    self._held, self._failed = [], exc
+                    raise
                 size = _estimated_size(self._reference)  # a file's or table's until cached, then the cache's
                 self._broadcast = size is not None and size <= self.conf.broadcast_bytes
                 how = "broadcast" if self._broadcast else "shuffled"
@@ -228,13 +242,18 @@ class LookupConverter(Converter):
             if self._version is None:
                 self._pin(spark, None)
             reader = reader.option("versionAsOf", self._version)
+        elif self._schema is not None:  # inferring a JSON or CSV schema is a Spark job: once a run
+            reader = reader.schema(self._schema)
         try:
-            return reader.load(c.path)
+            read = reader.load(c.path)
         except AnalysisException as exc:
             raise ConfigError(
                 f"converter `{self.step}`: cannot read the reference {c.path}: {first_line(exc)}",
                 key=f"{self.key}.path",
             ) from exc
+        if c.format != "delta":
+            self._schema = read.schema
+        return read
 
     def _read_database(self, spark: SparkSession) -> DataFrame:
         """The database table (or query) as one Spark JDBC read; its schema is asked for now."""

@@ -98,14 +98,21 @@ class DeltaSink(TableSink):
         kept = table_schema(df.sparkSession, path)
         if kept is None:
             return
-        have = {f.name.lower() for f in kept.fields}
-        missing = [n for n in (*changes.keys, changes.sequence_by) if n.lower() not in have]
+        have = {f.name.lower(): f.dataType for f in kept.fields}
+        table = table_schema(df.sparkSession, self.conf.path) or df.schema  # what the staged events are cast to
+        types = {f.name.lower(): f.dataType for f in table.fields}
+        missing = [
+            n
+            for n in (*changes.keys, changes.sequence_by)
+            if n.lower() not in have or (n.lower() in types and types[n.lower()] != have[n.lower()])
+        ]
         if missing:
             said = ", ".join(f.name for f in kept.fields if f.name != RECORDED_AT)
             raise ConfigError(
                 f"sink `{self.name}`: the tombstones of its deletes at {path} are of columns {said}, kept while "
-                f"the sink had other `keys` or `sequence_by`; it has no {', '.join(missing)}. Delete {path} (a late "
-                "event older than a delete it holds may then insert its key again), or set tombstone_retention = 0",
+                f"the sink had other `keys` or `sequence_by`; it has no {', '.join(missing)} of the table's type. "
+                f"Delete {path} (a late event older than a delete it holds may then insert its key again), or set "
+                "tombstone_retention = 0",
                 key=f"{self.key}.{'sequence_by' if changes.sequence_by in missing else 'keys'}",
             )
 

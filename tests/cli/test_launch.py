@@ -256,5 +256,12 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     cmd = launch.command(["job=x"], tmp_path, archive=later)
     assert f"-XX:SharedArchiveFile={first.archive}" in cmd[cmd.index("--driver-java-options") + 1]
 
+    other = [str(tmp_path / "other.jar")]  # another class path: another archive
+    silent = launch.ClassArchive(tmp_path, other)
+    assert silent.training is not None
+    silent.finish(0)  # its JVM exited by itself yet wrote nothing: later runs do not ask again
+    assert (launch.ClassArchive(tmp_path, other).options, launch.ClassArchive(tmp_path, other).training) == ([], None)
+    assert launch.ClassArchive(tmp_path, [], local_driver=False).options == [], "a cluster's driver is elsewhere"
+    assert launch.ClassArchive(tmp_path / "a b", []).options == [], "spark-submit splits options at spaces"
     monkeypatch.setenv("ENGINE_CDS", "off")
     assert launch.ClassArchive(tmp_path, []).options == []

@@ -104,6 +104,28 @@ def test_a_missing_table_fails_the_run_naming_the_step_and_table(postgres: Any, 
     assert not (wh / "out").exists()
 
 
+def test_a_reference_read_that_fails_fails_the_run_after_one_attempt(
+    postgres: Any, customers: str, tmp_path: Path, spark: Any
+) -> None:
+    """The query's columns are known at planning (no row is read); reading its rows divides by
+    zero. The first group's read fails; the other groups fail with that error, not another read."""
+    query = f"SELECT customer_id, name FROM {customers} WHERE 10 / (customer_id - 7) <> 0"
+    login = {"url": postgres.jdbc_url, "user": postgres.user, "password": postgres.password}
+    jobs, wh = _job(tmp_path, {**login, "query": query, "on": ["customer_id"], "columns": ["name"]})
+    store = spark.sparkContext._jsc.sc().statusStore()
+
+    def lookup_jobs() -> set[int]:
+        listed = store.jobsList(None)
+        return {j.jobId() for j in (listed.apply(i) for i in range(listed.size())) if "lookup.py" in str(j.name())}
+
+    before = lookup_jobs()
+    code, summary = run_here(jobs, wh, job="enrich")
+    assert (code, summary["status"]) == (1, "FAILED"), summary
+    assert "division by zero" in json.dumps(summary), summary
+    assert len(lookup_jobs() - before) == 1, "one read of the reference, whatever the groups"
+    assert not (wh / "out").exists()
+
+
 @pytest.mark.parametrize(
     ("lookup", "said"),
     [

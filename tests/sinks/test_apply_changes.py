@@ -319,6 +319,24 @@ def test_a_late_event_older_than_a_hard_delete_of_an_earlier_run_inserts_nothing
     assert _tombstones(wh) == runs[-1][2]
 
 
+@pytest.mark.parametrize("deletes", [False, True])
+def test_a_crash_after_the_staging_is_deleted_replays_whether_the_batch_deleted_or_not(
+    spark: Any, tmp_path: Path, deletes: bool
+) -> None:
+    """Steps: the table's MERGE, the tombstones, then the staging's removal (step 3): a replay
+    past it must not read the staged events again, which are gone."""
+    wh, jobs = tmp_path / "wh", tmp_path / "jobs"
+    write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'")
+    land(wh, 0, [_event(1, 10), _event(2, 10), *([_event(2, 20, "D")] if deletes else [])])
+    crashed = crash_run(jobs, wh, kill_at="after_step:3")
+    assert crashed.returncode == -9, crashed.stderr[-3000:]
+    assert not list((wh / "customers" / "_engine_staging").glob("*")), "killed after the staging went"
+    code, summary = run_here(jobs, wh)
+    assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+    assert [r[0] for r in table_rows(wh / "customers", COLUMNS)] == ([1] if deletes else [1, 2])
+    assert _tombstones(wh) == ([(2, 20)] if deletes else [])
+
+
 def test_tombstones_kept_for_another_sequence_are_a_config_error_not_a_stuck_job(spark: Any, tmp_path: Path) -> None:
     wh, jobs = tmp_path / "wh", tmp_path / "jobs"
     write_job(jobs, wh, sequence_by="seq", delete_when="op = 'D'")
