@@ -100,6 +100,11 @@ def engine_class_path(cache: Path) -> list[str]:
     return _jars("ENGINE_CLASS_PATH", "classpath", cache, lambda resolved: resolved / "classpath")
 
 
+def driver_class_path(own: dict[str, str], cache: Path) -> list[str]:
+    """The driver's class path: the engine's class-path jars, then the user's ``--driver-class-path``."""
+    return [*engine_class_path(cache), *filter(None, own.get("--driver-class-path", "").split(":"))]
+
+
 def _jars(variable: str, tree_dir: str, cache: Path, resolved_dir: Callable[[Path], Path]) -> list[str]:
     env = os.environ.get(variable, "")
     if env:
@@ -335,9 +340,7 @@ def command(argv: list[str], cache: Path, *, archive: ClassArchive | None = None
     """The spark-submit command line for ``argv``; ``archive``: the driver's class archive."""
     own, spark, hydra = split_args(argv)
     jars = engine_jars(cache) + ([own["--jars"]] if own.get("--jars") else [])
-    class_path = ":".join(
-        [*engine_class_path(cache), *([own["--driver-class-path"]] if own.get("--driver-class-path") else [])]
-    )
+    class_path = ":".join(driver_class_path(own, cache))
     log4j = f"-Dlog4j2.configurationFile=file:{conf_dir() / 'log4j2.properties'}"
     java = " ".join([log4j, *(archive.options if archive else [])])
     return [
@@ -419,8 +422,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(done)
     cache = cache_dir()
     own, _, _ = split_args(args)
-    class_path = [*engine_class_path(cache), *filter(None, own.get("--driver-class-path", "").split(":"))]
-    archive = ClassArchive(cache, class_path, local_driver="cluster" not in _deploy_mode(args))
+    archive = ClassArchive(cache, driver_class_path(own, cache), local_driver="cluster" not in _deploy_mode(args))
     cmd = command(args, cache, archive=archive)
     env = _env({"ENGINE_WRAPPER_PID": str(os.getpid()), **({"ENGINE_TTY": "1"} if sys.stdout.isatty() else {})})
     # The driver imports the engine from the --py-files zip (spark-submit puts it first on the

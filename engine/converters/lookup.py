@@ -105,9 +105,13 @@ class LookupConverter(Converter):
 
     def release(self) -> None:
         with self._lock:
-            for held in self._held:
-                held.unpersist()
-            self._held, self._reference, self._failed, self._schema = [], None, None, None
+            self._unpersist()
+            self._reference, self._failed, self._schema = None, None, None
+
+    def _unpersist(self) -> None:
+        for held in self._held:
+            held.unpersist()
+        self._held = []
 
     @property
     def _record_columns(self) -> list[str]:
@@ -181,9 +185,8 @@ class LookupConverter(Converter):
                 try:
                     self._reference = self._cached(spark)
                 except Exception as exc:
-                    for held in self._held:
-                        held.unpersist()
-                    self._held, self._failed = [], exc
+                    self._unpersist()
+                    self._failed = exc
                     raise
                 size = _estimated_size(self._reference)  # a file's or table's until cached, then the cache's
                 self._broadcast = size is not None and size <= self.conf.broadcast_bytes
