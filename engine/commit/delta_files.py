@@ -153,6 +153,22 @@ def _nullable(field_type: Any) -> Any:
     return out
 
 
+def staged_schema(df: DataFrame) -> str:
+    """``df``'s schema as Spark's Parquet writer stores it (every field nullable), as JSON: kept in
+    a commit step so that reading the staged files back needs no Spark job to infer it."""
+    return json.dumps(_nullable(json.loads(df.schema.json())), separators=(",", ":"))
+
+
+def read_staged(spark: SparkSession, staging: str, schema: str = "") -> DataFrame:
+    """The Parquet staged at ``staging``, read with ``schema`` (:func:`staged_schema`) if the step
+    kept it, else with the schema of its files (one Spark job: a step written by an older engine)."""
+    if not schema:
+        return spark.read.parquet(staging)
+    from pyspark.sql.types import StructType
+
+    return spark.read.schema(StructType.fromJson(json.loads(schema))).parquet(staging)
+
+
 def _shape(field_type: Any) -> Any:
     """A schema (as JSON) reduced to names and types: what must match for files to fit a table."""
     if not isinstance(field_type, dict):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from engine.commit.delta_files import read_staged
 from engine.commit.errors import StepError
 from engine.commit.steps import CommitStep, StepContext
 
@@ -46,6 +47,9 @@ class KafkaSend(CommitStep):
     staging: str
     bootstrap: str
     topic: str
+    staged_schema: str = ""
+    """The staged messages' schema (:func:`~engine.commit.delta_files.staged_schema`; empty: read
+    from the files)."""
 
     @property
     def marker(self) -> str:
@@ -68,7 +72,8 @@ class KafkaSend(CommitStep):
                 f"sink `{self.sink}`: the staged batch {self.staging} is gone and was never marked sent: it was "
                 "removed before it was published"
             )
-        writer = ctx.spark.read.parquet(self.staging).select("key", "value", "headers").write.format("kafka")
+        staged = read_staged(ctx.spark, self.staging, self.staged_schema)
+        writer = staged.select("key", "value", "headers").write.format("kafka")
         for key, value in login.properties.items():
             writer = writer.option(f"kafka.{key}", value)
         try:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.commit.delta_files import WrittenFiles, commit_files, read_written, transaction_version
+from engine.commit.delta_files import WrittenFiles, commit_files, read_staged, read_written, transaction_version
 from engine.commit.errors import StepError
 from engine.state import watermarks
 from engine.state.rows import DatasetState, FileRead, utcnow
@@ -179,6 +179,9 @@ class DeltaWrite(CommitStep):
     staged as Parquet in ``staging`` and is written to the table here."""
     changes: dict[str, Any] = field(default_factory=dict)
     """``apply_changes``: how the staged events apply (:class:`~engine.commit.changes.Changes`)."""
+    staged_schema: str = ""
+    """The schema of the Parquet in ``staging`` (:func:`~engine.commit.delta_files.staged_schema`;
+    empty: read from its files)."""
 
     def verify(self, ctx: StepContext) -> bool:
         """Whether the table moved past ``base_version`` and its ``txn`` for this app id is at this
@@ -197,7 +200,7 @@ class DeltaWrite(CommitStep):
         elif self.mode == "merge" and before >= 0:
             self._merge(ctx.spark)
         else:
-            self._write(ctx.spark.read.parquet(self.staging))
+            self._write(read_staged(ctx.spark, self.staging, self.staged_schema))
         if ctx.fresh and ctx.fs.delta_version(self.table) == before:
             raise StepError(
                 f"sink `{self.sink}`: Delta skipped the write of batch {self.batch} to {self.table} because the "
@@ -261,7 +264,7 @@ class DeltaWrite(CommitStep):
         from delta.tables import DeltaTable
 
         session = dml_session(spark, self.app_id, self.batch, self.user_metadata)
-        source = session.read.parquet(self.staging)
+        source = read_staged(session, self.staging, self.staged_schema)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)
         merge = DeltaTable.forPath(session, self.table).alias("t").merge(source.alias("s"), on)
         if self._evolves:
@@ -277,11 +280,11 @@ class DeltaWrite(CommitStep):
         kept = tombstones_of(self.table) if changes.tombstone_seconds is not None else None
         tombstones = kept if kept and ctx.fs.delta_version(kept) >= 0 else None
         if not exists:
-            events = changes.unrefused(ctx.spark, tombstones, ctx.spark.read.parquet(self.staging))
+            events = changes.unrefused(ctx.spark, tombstones, read_staged(ctx.spark, self.staging, self.staged_schema))
             self._write(changes.new_table_rows(events))
             return
         session = dml_session(ctx.spark, self.app_id, self.batch, self.user_metadata)
-        events = changes.unrefused(session, tombstones, session.read.parquet(self.staging))
+        events = changes.unrefused(session, tombstones, read_staged(session, self.staging, self.staged_schema))
         changes.merge(session, self.table, events, evolve=self._evolves)
 
     def describe(self) -> str:
@@ -292,8 +295,8 @@ class DeltaWrite(CommitStep):
 class RecordTombstones(CommitStep):
     """``apply_changes`` with hard deletes: the batch's deletes appended to the table's tombstones
     (:meth:`~engine.commit.changes.Changes.deletes`), after the table's own commit, once those past
-    their retention are deleted. A batch without deletes commits nothing here (older tombstones go
-    with a later batch that deletes)."""
+    their retention are deleted. A batch without deletes has no such step (counted while it was
+    staged), or commits nothing here; older tombstones go with a later batch that deletes."""
 
     kind: ClassVar[str] = "record_tombstones"
     sink: str
@@ -303,6 +306,10 @@ class RecordTombstones(CommitStep):
     batch: int
     changes: dict[str, Any]
     user_metadata: str = ""
+    staged_schema: str = ""
+    """As :attr:`DeltaWrite.staged_schema`."""
+    deletes: int = -1
+    """The batch's deletes, counted while it was staged (-1: not counted)."""
 
     @property
     def tombstones(self) -> str:
@@ -329,11 +336,9 @@ class RecordTombstones(CommitStep):
 
         from engine.commit.changes import Changes
 
-        if self.verify(ctx):
-            return
         changes = Changes.from_json(self.changes)
-        deletes = changes.deletes(ctx.spark.read.parquet(self.staging))
-        if deletes.isEmpty():
+        deletes = changes.deletes(read_staged(ctx.spark, self.staging, self.staged_schema))
+        if self.deletes == 0 or (self.deletes < 0 and deletes.isEmpty()):
             return
         if ctx.fs.delta_version(self.tombstones) >= 0:  # not the batch's own: a crash may leave it to a later one
             changes.forget(ctx.spark, self.tombstones)

@@ -7,7 +7,6 @@ in the error-table layout, and each named branch the valid records its predicate
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from engine.commit.observed import observed
 from engine.converters.base import first_line
 from engine.converters.checks import boolean
 from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, is_rejected
@@ -96,13 +96,8 @@ class Fork:
     def observed_counts(self, observation: Observation, *, wait: float = 30.0) -> BranchCounts | None:
         """The counts :meth:`observed` took; ``None`` if they have not arrived within ``wait``
         seconds (Spark hands them to a listener once the action has ended)."""
-        if observation._jo is None:
-            return None
-        deadline = time.monotonic() + wait
-        while observation._jo.getRowOrEmpty().isEmpty():  # each call waits 100 ms at most
-            if time.monotonic() > deadline:
-                return None
-        return self._counts(dict(observation.get))
+        values = observed(observation, wait=wait)
+        return None if values is None else self._counts(values)
 
     def count_by_dataset(
         self, frame: DataFrame, preds: dict[str, Column], *, only: str, datasets: list[str] | None = None

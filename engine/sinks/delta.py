@@ -13,12 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.changes import DELETE, RECORDED_AT, Changes, orderable, tombstones_of
-from engine.commit.delta_files import table_schema, write_files
+from engine.commit.delta_files import staged_schema, table_schema, write_files
+from engine.commit.observed import observed
 from engine.commit.steps import DeltaWrite, RecordTombstones
 from engine.errors import ConfigError
 from engine.sinks.conf import DeltaSinkConf
@@ -183,7 +185,13 @@ def stage_delta(
     """Stage ``df`` for one Delta commit to ``table`` (a sink's or the error table's): written by
     Delta's writer if it can be committed as it is, else as Parquet in the batch's staging.
     ``base_version``: the table's latest version, if the caller listed its log already.
-    ``changes``: ``df`` holds change events the commit step applies (always staged as Parquet)."""
+    ``changes``: ``df`` holds change events the commit step applies (always staged as Parquet);
+    with tombstones, the batch's deletes are counted while it is staged, so that a batch without
+    any has no step recording them."""
+    deletes = None
+    if changes is not None and changes.tombstone_seconds is not None:
+        deletes = Observation()
+        df = df.observe(deletes, F.count_if(F.col(DELETE)).alias("deletes"))
     base_version = fs.delta_version(table) if base_version is None else base_version
     scratch = batch.staging(table)
     written = None
@@ -207,8 +215,10 @@ def stage_delta(
         user_metadata=batch.user_metadata,
         written=written.to_json() if written else {},
         changes=changes.to_json() if changes else {},
+        staged_schema=staged_schema(df) if staging else "",
     )
-    if changes is None or changes.tombstone_seconds is None:
+    counted = observed(deletes, wait=5.0) if deletes is not None else None
+    if changes is None or changes.tombstone_seconds is None or counted == {"deletes": 0}:
         return Staged([step], staging)
     tombstones = RecordTombstones(
         sink=sink,
@@ -218,5 +228,7 @@ def stage_delta(
         batch=batch.number,
         changes=changes.to_json(),
         user_metadata=batch.user_metadata,
+        staged_schema=step.staged_schema,
+        deletes=-1 if counted is None else int(counted["deletes"]),
     )
     return Staged([step, tombstones], staging)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
+from engine.commit.delta_files import staged_schema
 from engine.commit.kafka import SENT, KafkaLogin, KafkaSend, login_key
 from engine.errors import ConfigError
 from engine.sinks.base import Sink
@@ -80,7 +81,12 @@ class KafkaSink(Sink):
             if not is_dir and path.rsplit("/", 1)[-1] != staging.rsplit("/", 1)[-1] + SENT:
                 fs.delete(path)
         step = KafkaSend(
-            self.name, login_key(batch.dag, self.name), staging, self.conf.bootstrap_servers, self.conf.topic
+            self.name,
+            login_key(batch.dag, self.name),
+            staging,
+            self.conf.bootstrap_servers,
+            self.conf.topic,
+            staged_schema=staged_schema(messages),
         )
         return Staged(steps=[step], staging=staging)
 

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef
-from engine.commit.delta_files import WrittenFiles, commit_files, write_files
+from engine.commit.delta_files import WrittenFiles, commit_files, read_staged, staged_schema, write_files
 from engine.commit.steps import CommitStep, DeltaWrite, StepContext, StepError
 from engine.sinks.conf import DeltaSinkConf
 from engine.sinks.delta import DeltaSink
@@ -260,3 +260,31 @@ def test_abandoning_a_batch_deletes_the_files_it_wrote_unless_committed(spark: A
     operations.abandon(log, operations.target(log, {}, dag="d", batch=1), "re-read", spark=spark, state=store)
     assert not any(Path(p).exists() for p in dropped.paths(str(table)))
     assert all(Path(p).exists() for p in committed.paths(str(kept))) and ids(kept) == [0, 1]
+
+
+def test_staged_parquet_is_read_back_with_the_schema_its_files_hold_without_a_spark_job(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A commit step keeps the schema of the Parquet it staged (:func:`staged_schema`): reading the
+    files back with it gives the frame Spark's own reading gives, and runs no Spark job, where
+    Spark infers the schema from the files' footers with one."""
+    frame = spark.range(3).selectExpr(
+        "id",
+        "cast(id as decimal(12, 2)) as amount",
+        "named_struct('day', cast('2026-01-01' as date), 'tags', array('a', null)) as nested",
+        "map('k', id) as attrs",
+        "timestamp_ntz'2026-01-02 03:04:05' as at",
+        "coalesce(cast(id as string), 'x') as never_null",
+    )
+    assert not frame.schema["never_null"].nullable  # the file says nullable: so must the kept schema
+    staging = str(tmp_path / "staged")
+    frame.write.parquet(staging)
+    kept = staged_schema(frame)
+
+    inferred, inferring = jobs_of(spark, "staged-inferred", lambda: spark.read.parquet(staging))
+    read, reading = jobs_of(spark, "staged-kept", lambda: read_staged(spark, staging, kept))
+    assert (inferring, reading) == (1, 0)
+    assert read.schema == inferred.schema
+    assert sorted(read.collect()) == sorted(inferred.collect()) == sorted(frame.collect())
+    old_step = read_staged(spark, staging, "")  # a step written before the schema was kept
+    assert old_step.schema == inferred.schema

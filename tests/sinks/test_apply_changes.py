@@ -16,7 +16,12 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from engine.commit.batch import BatchRef
+from engine.commit.changes import Changes
+from engine.commit.steps import RecordTombstones
 from engine.errors import ConfigError
+from engine.sinks.delta import stage_delta
+from engine.storage.hadoop import HadoopFs
 from tests.commit.harness import crash_run, run_here
 from tests.helpers import compile_dict
 
@@ -450,3 +455,30 @@ def test_a_new_column_in_a_later_batch_is_added_to_the_table(spark: Any, tmp_pat
         assert [(r["seq"], r["name"], r["tier"]) for r in rows] == [(2, "b", "gold")]
     else:
         assert [(r["valid_from"], r["valid_to"], r["tier"]) for r in rows] == [(1, 2, None), (2, None, "gold")]
+
+
+@pytest.mark.parametrize("with_deletes", [False, True])
+def test_a_batchs_deletes_are_counted_while_it_is_staged(spark: Any, tmp_path: Path, with_deletes: bool) -> None:
+    """The batch's deletes (after its events are reduced: one per key) are counted by the staging
+    write itself: the step recording them knows there are some without a Spark job, and a batch
+    without any has no such step."""
+    op = "D" if with_deletes else "U"
+    events = spark.createDataFrame(
+        [(1, 1, "U"), (1, 2, op), (2, 5, op), (2, 5, op), (3, 1, "U")], "id BIGINT, seq BIGINT, op STRING"
+    )
+    changes = Changes(["id"], "seq", tombstone_seconds=3600.0)
+    staged = stage_delta(
+        changes.staged(events, delete_when="op = 'D'", sink="table"),
+        BatchRef("j", "d", 1),
+        HadoopFs(spark),
+        sink="table",
+        table=str(tmp_path / "customers"),
+        app_id="engine:e:j:d:table",
+        mode="apply_changes",
+        keys=["id"],
+        changes=changes,
+    )
+    steps = staged.steps
+    assert [s.kind for s in steps] == (["delta_write", "record_tombstones"] if with_deletes else ["delta_write"])
+    if with_deletes:
+        assert isinstance(steps[1], RecordTombstones) and steps[1].deletes == 2
