@@ -6,9 +6,11 @@ Run from the repository root (after ``bash scripts/bootstrap.sh``)::
     .venv/bin/python bench/apply_changes_vs_handwritten.py                       # 1M rows, 200k events, 3 rounds
     .venv/bin/python bench/apply_changes_vs_handwritten.py --rows 200000 --events 50000 --rounds 1
 
-The table holds ``--rows`` customers (written once with ``deltalake``); the batch is ``--events``
-change events as JSON lines: updates of existing keys, new keys, 10% deletes, 10% late events
-(older than the table's row: no effect) and several events for some keys. Each round starts both
+The table holds ``--rows`` customers (written once with ``deltalake``), with tombstones of
+earlier batches' deletes beside it (``rows / 50`` keys the batch never has), as the engine keeps
+them for a table it applies changes to; the batch is ``--events`` change events as JSON lines:
+updates of existing keys, new keys, 10% deletes, 10% late events (older than the table's row: no
+effect) and several events for some keys. Each round starts both
 sides from a copy of the same table (untimed). The engine runs a job reading the batch with the
 files source into ``{ type = delta, mode = apply_changes, keys = [id], sequence_by = seq,
 delete_when = "op = 'D'" }``; the hand side reads the same files with the same schema, keeps each
@@ -19,7 +21,10 @@ rows. The last line on stdout is a one-line JSON of the figures; exit 1 when the
 
 The engine keeps tombstones for its hard deletes (a later run's late event must not insert a
 deleted key again), which the MERGE by hand does not: ``--no-tombstones`` runs the engine without
-them (``tombstone_retention = 0``), the same work as the hand side.
+them (``tombstone_retention = 0``). It also keeps an error table for the records it rejects,
+for which it persists the converted records while the sink stages them; the hand side has
+neither: ``--no-error-table`` runs the engine without it (``errors.enabled = false``: nothing is
+persisted then). With both, the engine does the same work as the hand side.
 """
 
 from __future__ import annotations
@@ -70,6 +75,13 @@ def ensure_data(rows: int, events: int) -> tuple[Path, Path]:
             }
         )
         write_deltalake(str(base), table)
+    kept = base / "_engine_tombstones"
+    if not (kept / "_delta_log").exists():  # earlier batches' deletes, of keys this batch never has
+        shutil.rmtree(kept, ignore_errors=True)
+        ids = list(range(10 * rows, 10 * rows + rows // 50))
+        recorded = pa.array([time.time_ns() // 1000] * len(ids), pa.timestamp("us", tz="UTC"))
+        tombstones = {"id": pa.array(ids, pa.int64()), "seq": pa.array(ids, pa.int64()), "recorded_at": recorded}
+        write_deltalake(str(kept), pa.table(tombstones))
     batch = OUT / "data" / f"cdc-events-{rows}-{events}"
     if not (batch / "_done").exists():
         shutil.rmtree(batch, ignore_errors=True)
@@ -93,7 +105,9 @@ def ensure_data(rows: int, events: int) -> tuple[Path, Path]:
     return base, batch
 
 
-def run_engine(spark: SparkSession, events: Path, out: Path, *, tombstones: bool = True) -> Path:
+def run_engine(
+    spark: SparkSession, events: Path, out: Path, *, tombstones: bool = True, error_table: bool = True
+) -> Path:
     from engine.runtime import JobManager
     from engine.spec import compile_job
     from engine.state import InMemoryRunStore
@@ -111,6 +125,7 @@ def run_engine(spark: SparkSession, events: Path, out: Path, *, tombstones: bool
                 **({} if tombstones else {"tombstone_retention": 0}),
             }
         },
+        **({} if error_table else {"errors": {"enabled": False}}),
     }
     spec = compile_job(job, name="bench_cdc", file=None, warehouse=str(out))
     result = JobManager(spark).run(spec, f"bench-{uuid.uuid4().hex[:8]}", InMemoryRunStore())
@@ -160,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the engine keeps no tombstones for its deletes (tombstone_retention = 0), as the MERGE by hand",
     )
+    p.add_argument(
+        "--no-error-table",
+        action="store_true",
+        help="the engine keeps no error table (errors.enabled = false), as the hand side: nothing is persisted",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     base, events = ensure_data(args.rows, args.events)
@@ -167,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = start_spark()
     shutil.rmtree(OUT / "runs", ignore_errors=True)
-    sides = {"engine": functools.partial(run_engine, tombstones=not args.no_tombstones), "hand": run_hand}
+    engine = functools.partial(run_engine, tombstones=not args.no_tombstones, error_table=not args.no_error_table)
+    sides = {"engine": engine, "hand": run_hand}
     figures: dict[str, list[tuple[float, float | None]]] = {"engine": [], "hand": []}
     prints: set[tuple[int, str]] = set()
     for n in range(args.rounds + 1):
@@ -204,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_ratio": None if cpu_ratio is None else round(cpu_ratio, 3),
         "goal": 0.9,
         "engine_tombstones": not args.no_tombstones,
+        "engine_error_table": not args.no_error_table,
         "tables_match": ok,
     }
     print(json.dumps(summary), flush=True)

@@ -23,7 +23,8 @@ Publishing (:meth:`Changes.apply`) is one Delta commit, carrying the batch's ``t
   Delta's readers and VACUUM leave alone, like ``_engine_staging``). An upsert not newer than its
   key's greatest tombstone is left out of the MERGE (:meth:`Changes.unrefused`); the batch's
   deletes are then appended to the tombstones (:meth:`Changes.deletes`), after those recorded
-  more than ``tombstone_seconds`` ago are deleted (:meth:`Changes.forget`). An upsert that
+  more than ``tombstone_seconds`` ago are deleted (:meth:`Changes.forget`, at most once per
+  ``tombstone_seconds``). An upsert that
   re-inserts a key leaves its tombstones: the row, newer, refuses whatever they would. So the
   MERGE gives the same table whether the tombstones are read before or after this batch's are
   appended, and a replay after a crash between the two commits is exact.
@@ -38,6 +39,7 @@ Publishing (:meth:`Changes.apply`) is one Delta commit, carrying the batch's ``t
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,8 @@ from pyspark.sql.types import AtomicType, BinaryType, DataType, StructType
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from engine.storage.hadoop import HadoopFs
+
 DELETE = "__engine_delete"
 """The staged column saying the event deletes its key."""
 _FROM_TABLE = "__engine_from_table"
@@ -59,6 +63,8 @@ DELETED_AT = "deleted_at"
 TOMBSTONES_DIR = "_engine_tombstones"
 RECORDED_AT = "recorded_at"
 """A tombstone's column: when the run that recorded it committed (what the retention is counted from)."""
+FORGOTTEN = "_engine_forgotten_at"
+"""Beside the tombstones' log: when they were last forgotten (seconds since the epoch, as text)."""
 _TOMB_KEY = "__engine_tombstone_key_{}"
 _TOMB_SEQ = "__engine_tombstone_seq"
 
@@ -181,14 +187,29 @@ class Changes:
         keys = [_col(k) for k in (*self.keys, self.sequence_by)]
         return events.where(F.col(DELETE)).select(*keys, F.current_timestamp().alias(RECORDED_AT)).coalesce(1)
 
-    def forget(self, spark: SparkSession, tombstones: str) -> None:
-        """Delete the tombstones recorded more than :attr:`tombstone_seconds` ago. Each batch's are
-        appended together, so a file's ``recorded_at`` statistics let Delta skip the younger files."""
+    def forget(self, spark: SparkSession, fs: HadoopFs, tombstones: str, *, now: float | None = None) -> bool:
+        """Delete the tombstones recorded more than :attr:`tombstone_seconds` ago, then VACUUM the
+        files that held them; at most once per :attr:`tombstone_seconds`, since each is a DELETE
+        and a VACUUM over the tombstones' log (Spark jobs; ~0.6 s even when nothing is due). When
+        they were last forgotten is kept beside them (:data:`FORGOTTEN`; where there is no such
+        file, as for tombstones an older engine kept, the clock starts now). So a tombstone is kept
+        at least :attr:`tombstone_seconds` after it was recorded, and less than twice that while
+        batches delete. Whether they were forgotten this time."""
         from delta.tables import DeltaTable
 
         assert self.tombstone_seconds is not None
-        cutoff = f"timestamp_millis(unix_millis(current_timestamp()) - {round(self.tombstone_seconds * 1000)})"
-        DeltaTable.forPath(spark, tombstones).delete(f"`{RECORDED_AT}` < {cutoff}")
+        now = time.time() if now is None else now
+        marker = f"{tombstones}/{FORGOTTEN}"
+        last = _seconds_in(fs, marker)
+        if last is not None and now - last < self.tombstone_seconds:
+            return False
+        if last is not None:
+            cutoff = f"timestamp_millis(unix_millis(current_timestamp()) - {round(self.tombstone_seconds * 1000)})"
+            kept = DeltaTable.forPath(spark, tombstones)
+            kept.delete(f"`{RECORDED_AT}` < {cutoff}")
+            kept.vacuum()  # Delta's own retention: files it removed long enough ago
+        started(fs, tombstones, now)
+        return last is not None
 
     def _same_key(self) -> str:
         return " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.keys)
@@ -227,6 +248,22 @@ class Changes:
             versions = versions.withColumn(_WAS_TO, F.lit(None).cast(versions.schema[VALID_TO].dataType))
         data = [c for c in versions.columns if c not in (VALID_FROM, VALID_TO, IS_CURRENT)]
         return versions.select(*[_col(c) for c in data], VALID_FROM, VALID_TO, IS_CURRENT)
+
+
+def started(fs: HadoopFs, tombstones: str, now: float | None = None) -> None:
+    """Note ``now`` as when ``tombstones`` were last forgotten (:meth:`Changes.forget`): a new
+    table of them starts the clock."""
+    fs.write(f"{tombstones}/{FORGOTTEN}", repr(time.time() if now is None else now).encode())
+
+
+def _seconds_in(fs: HadoopFs, marker: str) -> float | None:
+    """The time a :data:`FORGOTTEN` file holds (``None``: none, or not a time)."""
+    if fs.size(marker) is None:
+        return None
+    try:
+        return float(fs.head(marker, 64).decode())
+    except ValueError:
+        return None
 
 
 def orderable(kind: DataType) -> bool:

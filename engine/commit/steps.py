@@ -25,7 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.commit.delta_files import WrittenFiles, commit_files, read_staged, read_written, transaction_version
+from engine.commit.delta_files import (
+    WrittenFiles,
+    commit_files,
+    read_staged,
+    read_written,
+    transaction_version,
+    write_files,
+)
 from engine.commit.errors import StepError
 from engine.state import watermarks
 from engine.state.rows import DatasetState, FileRead, utcnow
@@ -295,8 +302,9 @@ class DeltaWrite(CommitStep):
 class RecordTombstones(CommitStep):
     """``apply_changes`` with hard deletes: the batch's deletes appended to the table's tombstones
     (:meth:`~engine.commit.changes.Changes.deletes`), after the table's own commit, once those past
-    their retention are deleted. A batch without deletes has no such step (counted while it was
-    staged), or commits nothing here; older tombstones go with a later batch that deletes."""
+    their retention are deleted (:meth:`~engine.commit.changes.Changes.forget`). A batch without
+    deletes has no such step (counted while it was staged), or commits nothing here; older
+    tombstones go with a later batch that deletes."""
 
     kind: ClassVar[str] = "record_tombstones"
     sink: str
@@ -317,10 +325,6 @@ class RecordTombstones(CommitStep):
 
         return tombstones_of(self.table)
 
-    VACUUM_EVERY: ClassVar[int] = 16
-    """Every this many batches, a batch that deletes also vacuums the tombstones (Delta's default
-    retention): the files :meth:`~engine.commit.changes.Changes.forget` removed from the log go."""
-
     def verify(self, ctx: StepContext) -> bool:
         """Done when the tombstones hold this batch's txn, or when its staging is gone: only a
         later step (``DeleteStaging``) removes it, after this one ran (a batch without deletes
@@ -332,18 +336,40 @@ class RecordTombstones(CommitStep):
         return transaction_version(ctx.spark, self.tombstones, self.app_id) >= self.batch
 
     def execute(self, ctx: StepContext) -> None:
-        from delta.tables import DeltaTable
-
-        from engine.commit.changes import Changes
+        from engine.commit.changes import Changes, started
 
         changes = Changes.from_json(self.changes)
         deletes = changes.deletes(read_staged(ctx.spark, self.staging, self.staged_schema))
         if self.deletes == 0 or (self.deletes < 0 and deletes.isEmpty()):
             return
-        if ctx.fs.delta_version(self.tombstones) >= 0:  # not the batch's own: a crash may leave it to a later one
-            changes.forget(ctx.spark, self.tombstones)
-            if self.batch % self.VACUUM_EVERY == 0:
-                DeltaTable.forPath(ctx.spark, self.tombstones).vacuum()
+        new = ctx.fs.delta_version(self.tombstones) < 0
+        if not new:  # not the batch's own: a crash may leave it to a later one
+            changes.forget(ctx.spark, ctx.fs, self.tombstones)
+        self._append(ctx, deletes)
+        if new:
+            started(ctx.fs, self.tombstones)
+
+    def _append(self, ctx: StepContext, deletes: DataFrame) -> None:
+        """The deletes appended with this batch's txn, written and committed as a staged plain
+        append is (:mod:`~engine.commit.delta_files`): Delta's writer, given a txn, reads the
+        tombstones' whole state with Spark jobs to check it (~0.4 s a batch); the checksum says it."""
+        scratch = f"{self.staging}/_tombstones"
+        written = write_files(deletes, self.tombstones, [], mode="append", options={}, scratch=scratch)
+        if written is not None:
+            outcome = commit_files(
+                ctx.spark,
+                self.tombstones,
+                written,
+                mode="append",
+                app_id=self.app_id,
+                batch=self.batch,
+                partition_by=[],
+                user_metadata=self.user_metadata,
+            )
+            if outcome != "unfit":
+                return
+            for path in written.paths(self.tombstones):
+                ctx.fs.delete(path)
         (
             deletes.write.format("delta")
             .mode("append")

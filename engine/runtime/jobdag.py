@@ -399,9 +399,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     def _read_staging(self, spark: SparkSession, run: _Run, group: MultiWorkUnit) -> _ReadStaging | None:
         """A run of one group of one dataset reads its records, counts them and stages the first
         sink in one Spark job: the counts are observed while that sink writes (the frame is
-        persisted on the way, for the other sinks and the error table). ``None``: the run is not of
-        that shape, no sink can count while it writes, or the job failed (the caller then reads
-        the usual way, counting first, which names the failure and isolates it as usual)."""
+        persisted on the way for the other sinks and the error table, if there are any:
+        :meth:`_sole_reader`). ``None``: the run is not of that shape, no sink can count while it
+        writes, or the job failed (the caller then reads the usual way, counting first, which
+        names the failure and isolates it as usual)."""
         sink = self._counting_sink()
         if sink is None or len(group.units) != 1 or run.stop.is_set():
             return None
@@ -414,7 +415,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             batch, fs = self._marked(run.batch, [read]), HadoopFs(spark)
             preds, branch = run.plan.predicates, sink.conf.from_
             try:
-                frame, read.cached = self._persisted(self._group_frame(spark, run.plan, group))
+                frame = self._group_frame(spark, run.plan, group)
+                if not self._sole_reader(sink):
+                    frame, read.cached = self._persisted(frame)
                 observed, observation = self.fork.observed(frame, preds, f"{job_group}:counts")
                 rows = self.fork.branch(with_dataset(observed, group), branch, preds[branch], self.ctx)
                 staged = sink.stage(rows, batch, fs)
@@ -451,6 +454,12 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         able = [s for s in self.sinks if s.counts_while_staging]
         ranked = sorted(able, key=lambda s: (not s.conf.stages_empty, s.conf.from_ != "valid"))
         return ranked[0] if ranked else None
+
+    def _sole_reader(self, sink: Sink) -> bool:
+        """Whether ``sink`` is all that reads the records (no other sink, no error table, no replay
+        marks): then persisting them for the others would cost a pass that nothing reads."""
+        others = self.spec.error_table or self.spec.replay_marks
+        return len(self.sinks) == 1 and self.sinks[0] is sink and not others
 
     def _persisted(self, frame: DataFrame) -> tuple[DataFrame, DataFrame | None]:
         """``frame`` read from the cache the spec's ``persist`` level keeps (:func:`packed`: a valid

@@ -84,6 +84,15 @@ class HadoopFs:
         fs, jpath = self._fs(path)
         fs.create(jpath, True).close()
 
+    def write(self, path: str, data: bytes) -> None:
+        """Write ``data`` as the file at ``path`` (replacing one there)."""
+        fs, jpath = self._fs(path)
+        out = fs.create(jpath, True)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+
     def rename(self, src: str, dst: str) -> None:
         fs, jsrc = self._fs(src)
         _, jdst = self._fs(dst)

@@ -482,3 +482,29 @@ def test_a_batchs_deletes_are_counted_while_it_is_staged(spark: Any, tmp_path: P
     assert [s.kind for s in steps] == (["delta_write", "record_tombstones"] if with_deletes else ["delta_write"])
     if with_deletes:
         assert isinstance(steps[1], RecordTombstones) and steps[1].deletes == 2
+
+
+def test_tombstones_are_forgotten_at_most_once_per_retention(spark: Any, tmp_path: Path) -> None:
+    """Forgetting is a DELETE and a VACUUM over the tombstones' log (Spark jobs: ~0.6 s a batch
+    even when nothing is due), so it runs once the retention has passed since it last ran (kept
+    beside the tombstones; the clock starts with their first batch): a tombstone is kept at least
+    the retention, and less than twice it while batches delete."""
+    from datetime import datetime, timezone
+
+    path = str(tmp_path / "customers" / "_engine_tombstones")
+    rows = [(1, 5, datetime(2020, 1, 1, tzinfo=timezone.utc)), (2, 6, datetime.now(timezone.utc))]
+    spark.createDataFrame(rows, "id BIGINT, seq BIGINT, recorded_at TIMESTAMP").write.format("delta").save(path)
+    changes, fs, t = Changes(["id"], "seq", tombstone_seconds=3600.0), HadoopFs(spark), 1_000_000.0
+
+    def kept() -> tuple[list[int], int]:
+        table = DeltaTable(path)
+        return sorted(table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()), table.version()
+
+    assert not changes.forget(spark, fs, path, now=t)  # no clock yet (an older engine's): it starts
+    assert not changes.forget(spark, fs, path, now=t + 3599)
+    assert kept() == ([1, 2], 0)
+    assert changes.forget(spark, fs, path, now=t + 3600)
+    assert kept()[0] == [2]  # the tombstone recorded over an hour ago (by Spark's clock) went
+    after = kept()[1]
+    assert not changes.forget(spark, fs, path, now=t + 3600 + 60)
+    assert kept() == ([2], after)
