@@ -174,13 +174,13 @@ class Changes:
         deleted at a sequence not less than theirs (``None``: there is no tombstone table)."""
         if tombstones is None:
             return events
-        seq = self.sequence_by
         renamed = [_col(k).alias(_TOMB_KEY.format(i)) for i, k in enumerate(self.keys)]
-        tombs = spark.read.format("delta").load(tombstones).groupBy(*renamed).agg(F.max(_col(seq)).alias(_TOMB_SEQ))
+        tombs = spark.read.format("delta").load(tombstones).select(*renamed, _col(self.sequence_by).alias(_TOMB_SEQ))
         same = [events[f"`{k}`"].eqNullSafe(tombs[_TOMB_KEY.format(i)]) for i, k in enumerate(self.keys)]
-        joined = events.join(tombs, reduce(Column.__and__, same), "left")
-        newer = F.col(_TOMB_SEQ).isNull() | (_col(seq) > F.col(_TOMB_SEQ))
-        return joined.where(F.col(DELETE) | newer).select(*[_col(c) for c in events.columns])
+        refused = ~events[f"`{DELETE}`"] & (tombs[_TOMB_SEQ] >= events[f"`{self.sequence_by}`"])
+        # An anti join on the tombstones as they are (no aggregate of them first): Spark broadcasts
+        # them when their Delta statistics say they are small, with no shuffle of either side.
+        return events.join(tombs, reduce(Column.__and__, same) & refused, "left_anti")
 
     def deletes(self, events: DataFrame) -> DataFrame:
         """The tombstones of the batch's deletes: each key, its sequence and when it was recorded."""
