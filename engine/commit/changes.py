@@ -39,6 +39,7 @@ Publishing (:meth:`Changes.apply`) is one Delta commit, carrying the batch's ``t
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass
 from functools import reduce
@@ -48,10 +49,14 @@ from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import AtomicType, BinaryType, DataType, StructType
 
+from engine.commit.delta_files import read_listed
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from engine.storage.hadoop import HadoopFs
+
+log = logging.getLogger(__name__)
 
 DELETE = "__engine_delete"
 """The staged column saying the event deletes its key."""
@@ -175,7 +180,10 @@ class Changes:
         if tombstones is None:
             return events
         renamed = [_col(k).alias(_TOMB_KEY.format(i)) for i, k in enumerate(self.keys)]
-        tombs = spark.read.format("delta").load(tombstones).select(*renamed, _col(self.sequence_by).alias(_TOMB_SEQ))
+        kept = read_listed(spark, tombstones)
+        if kept is None:
+            kept = spark.read.format("delta").load(tombstones)
+        tombs = kept.select(*renamed, _col(self.sequence_by).alias(_TOMB_SEQ))
         same = [events[f"`{k}`"].eqNullSafe(tombs[_TOMB_KEY.format(i)]) for i, k in enumerate(self.keys)]
         refused = ~events[f"`{DELETE}`"] & (tombs[_TOMB_SEQ] >= events[f"`{self.sequence_by}`"])
         # An anti join on the tombstones as they are (no aggregate of them first): Spark broadcasts
@@ -257,12 +265,17 @@ def started(fs: HadoopFs, tombstones: str, now: float | None = None) -> None:
 
 
 def _seconds_in(fs: HadoopFs, marker: str) -> float | None:
-    """The time a :data:`FORGOTTEN` file holds (``None``: none, or not a time)."""
+    """The time a :data:`FORGOTTEN` file holds (``None``: none, or not a time, or unreadable, as a
+    local file changed by something else than Hadoop is: its checksum no longer matches). Read as
+    none, the clock starts again: tombstones are kept longer, never shorter."""
+    from py4j.protocol import Py4JJavaError
+
     if fs.size(marker) is None:
         return None
     try:
         return float(fs.head(marker, 64).decode())
-    except ValueError:
+    except (ValueError, UnicodeDecodeError, Py4JJavaError) as e:
+        log.warning("%s holds no time (%s): the tombstones' retention counts from now", marker, type(e).__name__)
         return None
 
 

@@ -30,11 +30,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -383,6 +385,72 @@ def commit_files(
     )
     txn.commit(delta.seq(actions), operation)
     return "committed"
+
+
+def commit_or_rewrite(
+    spark: SparkSession,
+    fs: HadoopFs,
+    table: str,
+    written: WrittenFiles,
+    *,
+    rewrite: Callable[[DataFrame], None],
+    mode: str,
+    app_id: str,
+    batch: int,
+    partition_by: list[str],
+    user_metadata: str,
+) -> Outcome:
+    """:func:`commit_files`, and when the table no longer fits the files (``unfit``): their rows
+    handed to ``rewrite`` (Delta's writer with the batch's txn, which applies its schema rules to
+    the change), then the files deleted."""
+    outcome = commit_files(
+        spark,
+        table,
+        written,
+        mode=mode,
+        app_id=app_id,
+        batch=batch,
+        partition_by=partition_by,
+        user_metadata=user_metadata,
+    )
+    if outcome == "unfit":
+        log.warning("%s changed since batch %d was staged; writing it again", table, batch)
+        rewrite(read_written(spark, table, written))
+        for path in written.paths(table):
+            fs.delete(path)
+    return outcome
+
+
+def read_listed(spark: SparkSession, table: str) -> DataFrame | None:
+    """The current rows of a small engine-kept Delta table read as the Parquet files its latest
+    checksum file lists, with its schema: no Spark job to build the table's state from its log,
+    which reading it as Delta runs in every process (~0.3 s). Delta lists a version's files in
+    its checksum below ``allFilesInCrc.thresholdNumFiles`` files (50). ``None`` (read it as
+    Delta) where it does not, or where a file needs more than Parquet to read: deletion vectors,
+    partition folders, column mapping."""
+    from pyspark.sql.types import StructType
+
+    snapshot = _Delta(spark).transaction(table).snapshot()
+    checksum = snapshot.checksumOpt()
+    listed = checksum.get().allFiles() if checksum.isDefined() else None
+    if listed is None or not listed.isDefined() or snapshot.version() < 0:
+        return None
+    metadata = snapshot.metadata()
+    if _scala_list(metadata.partitionColumns()) or "delta.columnMapping.mode" in _scala_map(metadata.configuration()):
+        return None
+    adds = _scala_list(listed.get())
+    if any(add.deletionVector() is not None for add in adds):
+        return None
+    schema = StructType.fromJson(json.loads(metadata.schemaString()))
+    paths = [_absolute(table, unquote(str(add.path()))) for add in adds]
+    if not paths:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*paths)
+
+
+def _absolute(table: str, path: str) -> str:
+    """An ``add`` action's path made absolute: relative ones are under the table's directory."""
+    return path if urlparse(path).scheme or path.startswith("/") else f"{table.rstrip('/')}/{path}"
 
 
 def transaction_version(spark: SparkSession, table: str, app_id: str) -> int:

@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.commit.delta_files import (
     WrittenFiles,
-    commit_files,
+    commit_or_rewrite,
     read_staged,
-    read_written,
     transaction_version,
     write_files,
 )
@@ -225,23 +224,18 @@ class DeltaWrite(CommitStep):
                         f"sink `{self.sink}`: file {path}, written for batch {self.batch}, is missing or changed: "
                         "it was removed (by VACUUM?) before the batch was published"
                     )
-        outcome = commit_files(
+        commit_or_rewrite(
             ctx.spark,
+            ctx.fs,
             self.table,
             written,
+            rewrite=self._write,
             mode=self.mode,
             app_id=self.app_id,
             batch=self.batch,
             partition_by=self.partition_by,
             user_metadata=self.user_metadata,
         )
-        if outcome == "unfit":
-            log.warning(
-                "sink %s: %s changed since batch %d was staged; writing it again", self.sink, self.table, self.batch
-            )
-            self._write(read_written(ctx.spark, self.table, written))
-            for path in written.paths(self.table):
-                ctx.fs.delete(path)
 
     def discard(self, ctx: StepContext) -> None:
         """Delete the files written at staging, unless the table holds them (the batch is abandoned)."""
@@ -355,21 +349,24 @@ class RecordTombstones(CommitStep):
         tombstones' whole state with Spark jobs to check it (~0.4 s a batch); the checksum says it."""
         scratch = f"{self.staging}/_tombstones"
         written = write_files(deletes, self.tombstones, [], mode="append", options={}, scratch=scratch)
-        if written is not None:
-            outcome = commit_files(
-                ctx.spark,
-                self.tombstones,
-                written,
-                mode="append",
-                app_id=self.app_id,
-                batch=self.batch,
-                partition_by=[],
-                user_metadata=self.user_metadata,
-            )
-            if outcome != "unfit":
-                return
-            for path in written.paths(self.tombstones):
-                ctx.fs.delete(path)
+        if written is None:
+            self._write(deletes)
+            return
+        commit_or_rewrite(
+            ctx.spark,
+            ctx.fs,
+            self.tombstones,
+            written,
+            rewrite=self._write,
+            mode="append",
+            app_id=self.app_id,
+            batch=self.batch,
+            partition_by=[],
+            user_metadata=self.user_metadata,
+        )
+
+    def _write(self, deletes: DataFrame) -> None:
+        """The deletes appended through Delta's writer, with this batch's txn."""
         (
             deletes.write.format("delta")
             .mode("append")

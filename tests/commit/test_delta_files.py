@@ -288,3 +288,46 @@ def test_staged_parquet_is_read_back_with_the_schema_its_files_hold_without_a_sp
     assert sorted(read.collect()) == sorted(inferred.collect()) == sorted(frame.collect())
     old_step = read_staged(spark, staging, "")  # a step written before the schema was kept
     assert old_step.schema == inferred.schema
+
+
+def test_a_small_tables_rows_are_read_from_the_files_its_checksum_lists(spark: Any, tmp_path: Path) -> None:
+    """The engine's tombstones are read as the Parquet files their checksum file lists: the rows
+    Delta's own reading gives, without the Spark jobs that build a table's state from its log in
+    each process. Where that would miss something (no checksum, as ``deltalake`` writes; deletion
+    vectors; partition folders), :func:`read_listed` declines and the table is read as Delta."""
+    from pyspark.sql.types import StructType
+
+    from engine.commit.delta_files import _Delta, read_listed
+
+    table = str(tmp_path / "t")
+    orders(spark, 0, 5).write.format("delta").save(table)
+    orders(spark, 5, 8).write.format("delta").mode("append").save(table)
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE id = 6")  # rewrites a file: the listing follows
+    _Delta(spark).forget(table)  # a new process: no state of the table in memory
+    listed, listing = jobs_of(spark, "listed", lambda: sorted(read_listed(spark, table).collect()))  # type: ignore[union-attr]
+    _Delta(spark).forget(table)
+    delta, reading = jobs_of(spark, "as-delta", lambda: sorted(spark.read.format("delta").load(table).collect()))
+    assert listed == delta and [r.id for r in listed] == [0, 1, 2, 3, 4, 5, 7]
+    assert listing < reading, (listing, reading)
+
+    empty = str(tmp_path / "empty")
+    spark.createDataFrame([], StructType.fromJson(orders(spark, 0, 1).schema.jsonValue())).write.format("delta").save(
+        empty
+    )
+    assert read_listed(spark, empty).collect() == []  # type: ignore[union-attr]
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    unlisted = str(tmp_path / "by-deltalake")
+    write_deltalake(unlisted, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    assert read_listed(spark, unlisted) is None  # no checksum file
+
+    parted = str(tmp_path / "parted")
+    orders(spark, 0, 3).write.format("delta").partitionBy("day").save(parted)
+    assert read_listed(spark, parted) is None  # the partition values are in folders, not files
+
+    vectors = str(tmp_path / "vectors")
+    orders(spark, 0, 6).coalesce(1).write.format("delta").option("delta.enableDeletionVectors", "true").save(vectors)
+    spark.sql(f"DELETE FROM delta.`{vectors}` WHERE id = 2")
+    assert read_listed(spark, vectors) is None  # a file's deleted rows are in a vector beside it

@@ -509,12 +509,19 @@ def test_tombstones_are_forgotten_at_most_once_per_retention(spark: Any, tmp_pat
     assert not changes.forget(spark, fs, path, now=t + 3600 + 60)
     assert kept() == ([2], after)
 
+    marker = Path(path) / "_engine_forgotten_at"
+    marker.write_text("not a time")  # damaged: the clock starts again, nothing is forgotten on it
+    assert not changes.forget(spark, fs, path, now=t + 7200)
+    assert kept() == ([2], after)
+    assert float(marker.read_text()) == t + 7200
+
 
 def test_the_tombstones_refuse_upserts_by_a_broadcast_join_without_a_shuffle(spark: Any, tmp_path: Path) -> None:
     """A batch's upserts meet the tombstones of earlier batches in one anti join on them as they
     are: small (their Delta statistics say so), they are broadcast and neither side is shuffled
     (an aggregate of them first, as before, cost a shuffle of both: ~2 s of a 5 s batch in the
-    bench with 20k tombstones)."""
+    bench with 20k tombstones). They are read as the files their checksum lists, with no Spark
+    job over their log (~0.2 s a batch)."""
     from tests.sqllog import SqlLog
 
     wh, jobs = tmp_path / "wh", tmp_path / "jobs"
@@ -529,3 +536,5 @@ def test_the_tombstones_refuse_upserts_by_a_broadcast_join_without_a_shuffle(spa
     assert len(joins) == 1, [e.plan for e in joins]
     assert "BroadcastHashJoin LeftAnti" in joins[0].plan
     assert [n.name for n in joins[0].nodes if n.name == "Exchange"] == [], joins[0].plan  # no shuffle
+    # read as the files their checksum lists: no Spark job builds their state from their log
+    assert [e.id for e in log.executions() if "_engine_tombstones/_delta_log" in e.plan] == []
