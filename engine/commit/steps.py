@@ -392,6 +392,11 @@ def dml_session(spark: SparkSession, app_id: str, batch: int, user_metadata: str
     session.conf.set("spark.databricks.delta.write.txnAppId", app_id)
     session.conf.set("spark.databricks.delta.write.txnVersion", str(batch))
     session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata)
+    # Its MERGEs read the batch's staged Parquet (and files of a fixed Delta version), which nothing
+    # changes before the batch is published: Delta need not copy that source before reading it twice
+    # (it does for a source that is not only Delta tables). A/B on the apply_changes bench, 6 and 8
+    # rotated rounds: -0.18 s and -0.32 s of a 3.5 s batch.
+    session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
     return session
 
 
