@@ -19,7 +19,7 @@ files source into ``{ type = delta, mode = apply_changes, keys = [id], sequence_
 delete_when = "op = 'D'" }``; the hand side reads the same files with the same schema, keeps each
 key's last event (``row_number`` over the key by sequence) and runs one MERGE (delete where the
 event is a newer delete, update where newer, insert new keys). One untimed warm-up each, then
-alternating timed rounds; both tables are read back with ``deltalake`` and must hold the same
+timed rounds in which the sides take turns to go first; both tables are read back with ``deltalake`` and must hold the same
 rows. The last line on stdout is a one-line JSON of the figures; exit 1 when the tables differ.
 
 The engine keeps tombstones for its hard deletes (a later run's late event must not insert a
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ingest_vs_handwritten import OUT, cpu_clock  # noqa: E402
+from bench.ingest_vs_handwritten import OUT, cpu_clock, rotated  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, list[tuple[float, float | None]]] = {"engine": [], "hand": []}
     prints: set[tuple[int, str]] = set()
     for n in range(args.rounds + 1):
-        for side, run in sides.items():
+        for side in rotated(list(sides), n):
+            run = sides[side]
             out = OUT / "runs" / f"cdc-{side}-{n}"
             shutil.copytree(base, out / "customers")
             before, started = cpu_clock(), time.perf_counter()

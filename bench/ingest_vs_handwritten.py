@@ -7,8 +7,8 @@ Run from the repository root (after ``bash scripts/bootstrap.sh``)::
     .venv/bin/python bench/ingest_vs_handwritten.py --persist MEMORY_AND_DISK
 
 It generates (once, cached under ``bench/out/data``) JSON-lines orders with ~1% bad rows, starts
-one local SparkSession, runs one untimed warm-up of each side, then alternates timed rounds
-(engine, hand, engine, hand, ...), each into a fresh output directory under ``bench/out/runs``.
+one local SparkSession, runs one untimed warm-up of each side, then timed rounds
+in which the sides take turns to go first (engine, hand; hand, engine; ...: :func:`rotated`), each into a fresh output directory under ``bench/out/runs``.
 Both sides write the valid rows to one Delta table and the rejected rows to another; the row
 counts of every round are read back with the ``deltalake`` package (not Spark) and must agree
 between the sides and with what the generator wrote. The last line on stdout is a one-line JSON
@@ -281,6 +281,13 @@ def cpu_clock() -> tuple[float, float] | None:
     return machine, own
 
 
+def rotated(sides: list[str], n: int) -> list[str]:
+    """The order the sides run in round ``n``: each goes first as often as the others, so that no
+    side always runs right after the same one (and after what its run leaves to collect or flush)."""
+    k = n % len(sides)
+    return sides[k:] + sides[:k]
+
+
 def timed(spark: SparkSession, side: str, label: str, input_path: str, persist: str, keep: bool) -> Round:
     out = OUT / "runs" / f"{side}-{label}"
     shutil.rmtree(out, ignore_errors=True)
@@ -458,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rounds = [go("engine", "warm-up"), go("hand", "warm-up")]
     for n in range(1, args.rounds + 1):
-        rounds += [go("engine", f"round {n}"), go("hand", f"round {n}")]
+        rounds += [go(side, f"round {n}") for side in rotated(["engine", "hand"], n)]
     spark.stop()
 
     timed_rounds = [r for r in rounds if r.label != "warm-up"]

@@ -10,7 +10,7 @@ Both sides run the ingest of ``bench/ingest_vs_handwritten.py`` (the same genera
 same checks) and enrich each order with its customer's ``segment`` and ``region`` from a reference
 Delta table of 50,000 customers: the engine with ``{ type = lookup, on = [customer] }``, the hand
 side with ``converted.join(broadcast(customers), "customer", "left")``. One untimed warm-up each,
-then alternating timed rounds; every round's tables are read back with ``deltalake`` and must hold
+then timed rounds in which the sides take turns to go first; every round's tables are read back with ``deltalake`` and must hold
 the generator's valid and error counts, every valid order enriched. The last line on stdout is a
 one-line JSON of the figures; exit 1 when a count disagrees.
 
@@ -42,6 +42,7 @@ from bench.ingest_vs_handwritten import (  # noqa: E402
     engine_job,
     ensure_data,
     hand_converted,
+    rotated,
 )
 from bench.ingest_vs_handwritten import run_engine as run_engine_plain  # noqa: E402
 from bench.ingest_vs_handwritten import run_hand as run_hand_plain  # noqa: E402
@@ -146,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, list[tuple[float, float | None]]] = {s: [] for s in sides}
     counts: set[tuple[str, int, int]] = set()
     for n in range(args.rounds + 1):
-        for side, run in sides.items():
+        for side in rotated(list(sides), n):
+            run = sides[side]
             out = OUT / "runs" / f"lookup-{side}-{n}"
             before, started = cpu_clock(), time.perf_counter()
             valid = run(spark, str(data_dir), reference, out)
