@@ -6,21 +6,21 @@ Run from the repository root (after ``bash scripts/bootstrap.sh``)::
     .venv/bin/python bench/apply_changes_vs_handwritten.py                       # 1M rows, 200k events, 3 rounds
     .venv/bin/python bench/apply_changes_vs_handwritten.py --rows 200000 --events 50000 --rounds 1
 
-The table holds ``--rows`` customers, with tombstones of earlier batches' deletes beside it
-(``rows / 50`` keys the batch never has), as the engine keeps them for a table it applies changes
-to. Both are generated once with ``deltalake`` and then written again by Spark's Delta: a table
-that Spark (the engine's commits or a MERGE by hand) has committed to carries a checksum file of
-its state, which ``deltalake`` does not write and which saves both sides Spark jobs over the log,
-as in every batch after a table's first. The batch is ``--events`` change events as JSON lines:
-updates of existing keys, new keys, 10% deletes, 10% late events (older than the table's row: no
-effect) and several events for some keys. Each round starts both
-sides from a copy of the same table (untimed). The engine runs a job reading the batch with the
-files source into ``{ type = delta, mode = apply_changes, keys = [id], sequence_by = seq,
-delete_when = "op = 'D'" }``; the hand side reads the same files with the same schema, keeps each
-key's last event (``row_number`` over the key by sequence) and runs one MERGE (delete where the
-event is a newer delete, update where newer, insert new keys). One untimed warm-up each, then
-timed rounds in which the sides take turns to go first; both tables are read back with ``deltalake`` and must hold the same
-rows. The last line on stdout is a one-line JSON of the figures; exit 1 when the tables differ.
+The table holds ``--rows`` customers, with tombstones of earlier batches' deletes beside it (``rows
+/ 50`` keys the batch never has), as the engine keeps them for a table it applies changes to. Both
+are generated once with ``deltalake`` and then written again by Spark's Delta: a table that Spark
+(the engine's commits or a MERGE by hand) has committed to carries a checksum file of its state,
+which ``deltalake`` does not write and which saves both sides Spark jobs over the log, as in every
+batch after a table's first. The batch is ``--events`` change events as JSON lines: updates of
+existing keys, new keys, 10% deletes, 10% late events (older than the table's row: no effect) and
+several events for some keys. Each round starts both sides from a copy of the same table (untimed).
+The engine runs a job reading the batch with the files source into ``{ type = delta, mode =
+apply_changes, keys = [id], sequence_by = seq, delete_when = "op = 'D'" }``; the hand side reads
+the same files with the same schema, keeps each key's last event (``row_number`` over the key by
+sequence) and runs one MERGE (delete where the event is a newer delete, update where newer, insert
+new keys). One untimed warm-up each, then timed rounds in which the sides take turns to go first;
+both tables are read back with ``deltalake`` and must hold the same rows. The last line on stdout
+is a one-line JSON of the figures; exit 1 when the tables differ.
 
 The engine keeps tombstones for its hard deletes (a later run's late event must not insert a
 deleted key again), which the MERGE by hand does not: ``--no-tombstones`` runs the engine without

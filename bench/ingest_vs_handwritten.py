@@ -7,12 +7,12 @@ Run from the repository root (after ``bash scripts/bootstrap.sh``)::
     .venv/bin/python bench/ingest_vs_handwritten.py --persist MEMORY_AND_DISK
 
 It generates (once, cached under ``bench/out/data``) JSON-lines orders with ~1% bad rows, starts
-one local SparkSession, runs one untimed warm-up of each side, then timed rounds
-in which the sides take turns to go first (engine, hand; hand, engine; ...: :func:`rotated`), each into a fresh output directory under ``bench/out/runs``.
-Both sides write the valid rows to one Delta table and the rejected rows to another; the row
-counts of every round are read back with the ``deltalake`` package (not Spark) and must agree
-between the sides and with what the generator wrote. The last line on stdout is a one-line JSON
-of the figures. Exit code: 0 ok, 1 the counts disagree (or a run failed).
+one local SparkSession, runs one untimed warm-up of each side, then timed rounds in which the sides
+take turns to go first (engine, hand; hand, engine; ...: :func:`rotated`), each into a fresh output
+directory under ``bench/out/runs``. Both sides write the valid rows to one Delta table and the
+rejected rows to another; the row counts of every round are read back with the ``deltalake``
+package (not Spark) and must agree between the sides and with what the generator wrote. The last
+line on stdout is a one-line JSON of the figures. Exit code: 0 ok, 1 the counts disagree (or a run failed).
 """
 
 from __future__ import annotations

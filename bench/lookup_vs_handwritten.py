@@ -10,9 +10,9 @@ Both sides run the ingest of ``bench/ingest_vs_handwritten.py`` (the same genera
 same checks) and enrich each order with its customer's ``segment`` and ``region`` from a reference
 Delta table of 50,000 customers: the engine with ``{ type = lookup, on = [customer] }``, the hand
 side with ``converted.join(broadcast(customers), "customer", "left")``. One untimed warm-up each,
-then timed rounds in which the sides take turns to go first; every round's tables are read back with ``deltalake`` and must hold
-the generator's valid and error counts, every valid order enriched. The last line on stdout is a
-one-line JSON of the figures; exit 1 when a count disagrees.
+then timed rounds in which the sides take turns to go first; every round's tables are read back
+with ``deltalake`` and must hold the generator's valid and error counts, every valid order
+enriched. The last line on stdout is a one-line JSON of the figures; exit 1 when a count disagrees.
 
 ``--own-cost`` also runs each side without the join (the plain ingest, alternating with the
 others) and prints what the lookup adds to each: the converter's own cost beside the join's,
