@@ -44,7 +44,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -120,14 +120,9 @@ def committed_by_spark(spark: SparkSession, base: Path) -> Path:
     return spark_base
 
 
-def run_engine(
-    spark: SparkSession, events: Path, out: Path, *, tombstones: bool = True, error_table: bool = True
-) -> Path:
-    from engine.runtime import JobManager
-    from engine.spec import compile_job
-    from engine.state import InMemoryRunStore
-
-    job = {
+def engine_job(events: Path, *, tombstones: bool = True, error_table: bool = True) -> dict[str, Any]:
+    """The engine's job: the batch's files into the table (``customers`` in the warehouse)."""
+    return {
         "sources": {"in": {"type": "files", "format": "json", "path": str(events), "schema": SCHEMA}},
         "sinks": {
             "table": {
@@ -142,6 +137,16 @@ def run_engine(
         },
         **({} if error_table else {"errors": {"enabled": False}}),
     }
+
+
+def run_engine(
+    spark: SparkSession, events: Path, out: Path, *, tombstones: bool = True, error_table: bool = True
+) -> Path:
+    from engine.runtime import JobManager
+    from engine.spec import compile_job
+    from engine.state import InMemoryRunStore
+
+    job = engine_job(events, tombstones=tombstones, error_table=error_table)
     spec = compile_job(job, name="bench_cdc", file=None, warehouse=str(out))
     result = JobManager(spark).run(spec, f"bench-{uuid.uuid4().hex[:8]}", InMemoryRunStore())
     if result.status != "SUCCEEDED":
