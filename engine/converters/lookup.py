@@ -24,6 +24,17 @@ from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException
 from pyspark.sql import Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    IntegralType,
+    StringType,
+    StructField,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from engine.commit.jdbc import connection_options
 from engine.converters import conf
@@ -36,6 +47,7 @@ from engine.plugins.conf import option_texts
 from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -221,8 +233,19 @@ class LookupConverter(Converter):
         return self.conf.duplicates == "fail" and self._condition is None
 
     def _repeated(self, reference: DataFrame) -> bool:
-        """Whether some key with no null part has several rows of ``reference``."""
+        """Whether some key with no null part has several rows of ``reference``. A reference
+        small enough to broadcast (which collects it to the driver anyway) sends its keys to the
+        driver as Arrow, in the one job that fills the cache, and pyarrow compares them; a larger
+        one, or keys Spark and Arrow might compare differently, is counted by Spark (an
+        aggregate with a shuffle: a second stage, and in a fresh JVM its code to compile)."""
         keys = self._key_columns()
+        size = _estimated_size(reference)
+        if (
+            size is not None
+            and size <= self.conf.broadcast_bytes
+            and all(map(_same_in_arrow, reference.select(*keys).schema))
+        ):
+            return _repeated_in_arrow(reference.select(*keys).toArrow())
         whole = functools.reduce(operator.and_, [k.isNotNull() for k in keys])
         rows, distinct = reference.agg(F.count(F.when(whole, F.lit(1))), F.count_distinct(*keys)).first() or (0, 0)
         return bool(rows != distinct)
@@ -331,6 +354,23 @@ def _name_key(spark: SparkSession) -> Callable[[str], str]:
     if str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
         return str
     return str.lower
+
+
+def _same_in_arrow(field: StructField) -> bool:
+    """Whether Arrow tells ``field``'s values apart exactly as Spark's join does: not floating
+    point (Spark takes -0.0 for 0.0), nor text under a collation other than the binary one."""
+    kind = field.dataType
+    if isinstance(kind, StringType):
+        return getattr(kind, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    return isinstance(
+        kind, (IntegralType, DecimalType, BooleanType, DateType, TimestampType, TimestampNTZType, BinaryType)
+    )
+
+
+def _repeated_in_arrow(keys: pa.Table) -> bool:
+    """Whether a row of ``keys`` with no null value repeats another (vectorised: no Python per row)."""
+    whole = keys.drop_null()
+    return bool(whole.group_by(whole.column_names).aggregate([]).num_rows != whole.num_rows)
 
 
 def _estimated_size(frame: DataFrame) -> int | None:

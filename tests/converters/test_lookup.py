@@ -125,6 +125,25 @@ def test_a_repeated_key_no_record_carries_fails_nothing(spark: Any, lake: Path) 
 
 
 @pytest.mark.parametrize(
+    ("on", "repeat", "said"),
+    [
+        (["customer_id", "id"], {"customer_id": 7, "id": 1}, "(customer_id, id) = (7, 1) matches 2 rows"),
+        (["amount"], {"amount": -0.0}, "(amount) = (0.0) matches 2 rows"),  # Spark's join takes -0.0 for 0.0
+    ],
+)
+def test_a_repeated_key_is_found_as_the_join_compares_keys(
+    spark: Any, lake: Path, on: list[str], repeat: dict[str, Any], said: str
+) -> None:
+    """Two key columns (compared in Arrow, on the driver) and a floating-point key (counted by
+    Spark, which compares as its join does): a repeat of either fails the batch."""
+    rows = [{k: o[k] for k in on} | {"tag": "a"} for o in ORDERS]
+    result = _run(spark, lake, {"path": _reference(lake, [*rows, repeat | {"tag": "b"}]), "on": on, "columns": ["tag"]})
+    assert result.status == "FAILED"
+    assert said in result.dags[0].message, result.dags[0].message
+    assert _table(lake / "out").empty
+
+
+@pytest.mark.parametrize(
     ("lookup", "key", "said"),
     [
         (
@@ -180,6 +199,14 @@ def test_the_reference_is_read_once_a_run_whatever_the_groups_and_broadcast(spar
     assert scans == ["1"], scans
     joins = {n.name for e in executions for n in e.nodes if "Join" in n.name}
     assert joins == {"BroadcastHashJoin"}, joins
+    checks = [  # what reads the cached reference's keys alone: the check that no key repeats
+        [n.name for n in e.nodes]
+        for e in executions
+        if any(n.name == "InMemoryTableScan" and "__engine_lookup_key_" in n.desc for n in e.nodes)
+        and not any(n.name.startswith("Scan json") for n in e.nodes)
+    ]
+    assert len(checks) == 1, checks
+    assert not [n for n in checks[0] if n.startswith("Exchange")], f"the key check needs no shuffle: {checks}"
     assert len(_table(lake / "out")) == 150
 
 
