@@ -276,6 +276,10 @@ class LookupConf(ConverterConf):
     A database table instead: ``format = jdbc`` with ``url`` and ``table`` (or a ``connection``)."""
     format: Literal["delta", "parquet", "csv", "json", "avro", "orc", "jdbc"] = "delta"
     """How the reference is stored (``jdbc`` when it has a ``url``, a ``connection``'s)."""
+    schema_: str | None = Field(default=None, alias="schema")
+    """A CSV or JSON reference's columns as a Spark DDL list (``customer_id BIGINT, name
+    STRING``): read with these types, never inferred. Unset, Spark infers them by reading the
+    reference (a Spark job) once a run, also while ``mode=validate`` checks the chain."""
     options: dict[str, str | int | float | bool] = {}
     """Spark reader options (``header = true`` for a CSV reference; ``partitionColumn``,
     ``numPartitions``... for a large database table, else read by one query)."""
@@ -330,6 +334,8 @@ class LookupConf(ConverterConf):
     def _where(self) -> Self:
         database = {"url": self.url, "table": self.table, "query": self.query, "user": self.user}
         database |= {"password": self.password, "driver": self.driver}
+        if self.schema_ is not None and self.format not in ("csv", "json"):
+            raise ValueError(f"`schema` is for a csv or json reference; a {self.format} one has its own")
         if self.format != "jdbc":
             if self.path is None:
                 raise ValueError("give the reference's `path` (or `format = jdbc` and a database table)")

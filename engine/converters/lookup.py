@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     IntegralType,
     StringType,
     StructField,
+    StructType,
     TimestampNTZType,
     TimestampType,
 )
@@ -44,12 +45,12 @@ from engine.converters.conf import LookupConf, split_sort_order
 from engine.converters.frame import DROPPED, ERRORS, data_columns, is_rejected, reject
 from engine.errors import ConfigError, JobFailedError
 from engine.plugins.conf import option_texts
+from engine.plugins.ddl import declared_columns
 from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +269,10 @@ class LookupConverter(Converter):
             if self._version is None:
                 self._pin(spark, None)
             reader = reader.option("versionAsOf", self._version)
+        elif c.schema_ is not None:
+            reader = reader.schema(
+                declared_columns(c.schema_, what=f"converter `{self.step}`", key=f"{self.key}.schema")
+            )
         elif self._schema is not None:  # inferring a JSON or CSV schema is a Spark job: once a run
             reader = reader.schema(self._schema)
         try:

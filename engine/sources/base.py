@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from engine.errors import ConfigError
+from engine.plugins.ddl import declared_columns
 from engine.sources.conf import SourceConf
 from engine.sources.workunits import Budget, WorkUnit
 from engine.state.store import LIVE, DatasetState, FileKey, PinnedSchema, backfill_scope
@@ -85,19 +85,7 @@ class Source(ABC):
         Spark's parser refuses it."""
         if self.schema_ddl is None:
             return None
-        from py4j.protocol import Py4JJavaError
-        from pyspark.errors import PySparkException
-        from pyspark.sql.types import StructType
-
-        refused = f"source `{self.name}`: the schema {self.schema_ddl!r} is not a Spark DDL list of columns"
-        try:
-            schema = StructType.fromDDL(self.schema_ddl)
-        except (PySparkException, Py4JJavaError) as exc:
-            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"{refused} (`name TYPE, ...`): {why}", key=f"{self.key}.schema") from exc
-        if not isinstance(schema, StructType):  # Spark reads a lone type (`int`) as that type
-            raise ConfigError(f"{refused}: it is one type, {schema.simpleString()}", key=f"{self.key}.schema")
-        return schema
+        return declared_columns(self.schema_ddl, what=f"source `{self.name}`", key=f"{self.key}.schema")
 
     @property
     def scope(self) -> str:

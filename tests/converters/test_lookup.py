@@ -153,6 +153,12 @@ def test_a_repeated_key_is_found_as_the_join_compares_keys(
         ),
         ({"on": ["customer_id"], "columns": ["nope"]}, "converters[0].columns", "has no column(s) nope"),
         ({"on": ["customer_id"], "path": "ref/none"}, "converters[0].path", "no Delta table at"),
+        ({"on": ["customer_id"], "schema": "id INT"}, "converters[0]", "`schema` is for a csv or json reference"),
+        (
+            {"on": ["customer_id"], "format": "json", "schema": "customer_id BIGINT name"},
+            "converters[0].schema",
+            "the schema 'customer_id BIGINT name' is not a Spark DDL list of columns",
+        ),
     ],
 )
 def test_mistakes_are_config_errors_naming_the_key(
@@ -344,6 +350,36 @@ def test_a_csv_reference_is_read_with_its_options(spark: Any, lake: Path) -> Non
     want = _expected("inner")[["id", "customer_id", "amount", "name"]].reset_index(drop=True)
     pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want, check_dtype=False)
     assert result.summary()["dags"][0]["notes"] == {}  # files have no version to note
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_csv_reference_with_a_schema_is_read_with_its_types_never_inferred(
+    spark: Any, lake: Path, declared: bool
+) -> None:
+    """With ``schema`` the reference is read with the declared types (a date stays a date) and no
+    Spark job reads it to infer them; without, Spark infers (``inferSchema``) by reading it."""
+    from tests.sqllog import SqlLog
+
+    ref = lake / "ref" / "customers.csv"
+    ref.parent.mkdir(parents=True)
+    ref.write_text(
+        "customer_id,name,since\n"
+        + "".join(f"{c['customer_id']},{c['name']},2020-01-0{1 + c['customer_id'] % 9}\n" for c in CUSTOMERS)
+    )
+    lookup = {"path": "ref/customers.csv", "format": "csv", "on": ["customer_id"], "on_missing": "drop"}
+    if declared:
+        lookup |= {"options": {"header": True}, "schema": "customer_id BIGINT, name STRING, since STRING"}
+    else:
+        lookup |= {"options": {"header": True, "inferSchema": True}}
+    log = SqlLog(spark)
+    result = _run(spark, lake, lookup)
+    assert result.status == "SUCCEEDED", result.dags[0].message
+    want = _expected("inner")[["id", "customer_id", "amount", "name"]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(_out(lake, list(want.columns)), want, check_dtype=False)
+    since = DeltaTable(str(lake / "out")).to_pyarrow_table(columns=["since"]).schema.field("since").type
+    assert since == (pa.string() if declared else pa.date32()), since  # Spark infers a date
+    inferring = [e.id for e in log.executions() if any(n.name.startswith("Scan text") for n in e.nodes)]
+    assert bool(inferring) is not declared, inferring  # Spark infers a CSV's types over its text
 
 
 def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp_path: Path) -> None:
