@@ -185,8 +185,8 @@ class LookupConverter(Converter):
     def _prepared(self, spark: SparkSession) -> DataFrame:
         """The reference as the join reads it: its key and brought columns, one row per key
         (``duplicates = first``) or, for ``fail``, with each key's row count when some key
-        repeats. A run reads it on its first use into the run's cache (one small job counts the
-        keys), in the scope of the work-unit group that uses it first; validating, and checking
+        repeats. A run reads it on its first use into the run's cache (the job that fills it
+        checks the keys), in the scope of the work-unit group that uses it first; validating, and checking
         the chain while a run plans, only build it, with the count, and read nothing."""
         with self._lock:
             if self._reference is None:
@@ -210,7 +210,7 @@ class LookupConverter(Converter):
 
     def _cached(self, spark: SparkSession) -> DataFrame:
         """The reference read once into the run's cache (:meth:`release` frees it). For ``duplicates
-        = fail``, one small job over the cache it fills compares rows with distinct keys (keys
+        = fail``, the job that fills the cache checks that no key repeats (:meth:`_repeated`; keys
         with a null part left out: they match nothing); only a reference that repeats a key gets
         each key's row count, over the cache. A database table is read at once too: Spark cannot
         size it unread."""
