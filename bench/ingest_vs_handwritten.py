@@ -40,6 +40,8 @@ if str(ROOT) not in sys.path:
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from engine.state.store import MetadataStore
+
 GENERATOR_VERSION = 1
 FILES = 8
 BAD_EVERY = 100  # one row in BAD_EVERY is bad: ~1%
@@ -155,14 +157,17 @@ class Outputs:
     errors: Path
 
 
-def run_engine(spark: SparkSession, input_path: str, out: Path, persist: str) -> Outputs:
+def run_engine(
+    spark: SparkSession, input_path: str, out: Path, persist: str, metadata: MetadataStore | None = None
+) -> Outputs:
+    """The engine's run, with ``metadata`` (a fresh store when ``None``: a job's first run)."""
     from engine.runtime import JobManager
     from engine.spec import compile_job
     from engine.state import InMemoryRunStore
 
     spec = compile_job(engine_job(input_path, persist), name="bench_orders", file=None, warehouse=str(out))
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
-    result = JobManager(spark).run(spec, run_id, InMemoryRunStore())
+    result = JobManager(spark, metadata).run(spec, run_id, InMemoryRunStore())
     if result.status != "SUCCEEDED":
         raise RuntimeError(f"engine run failed: {result.summary()}")
     error_table = spec.dags[0].error_table

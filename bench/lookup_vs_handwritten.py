@@ -17,6 +17,13 @@ enriched. The last line on stdout is a one-line JSON of the figures; exit 1 when
 ``--own-cost`` also runs each side without the join (the plain ingest, alternating with the
 others) and prints what the lookup adds to each: the converter's own cost beside the join's,
 apart from the ingest's (``bench/ingest_vs_handwritten.py``), which bounds the ratio.
+
+``--steady`` measures every run after a job's first, as an hourly job runs: each side's rounds
+append to the same tables, the engine's with the same metadata store (it remembers the files it read
+and that its chain passed its checks, as a job's metadata does). Each round adds the generated
+files again under new names (hard links) to the side's own input directory: the engine's files
+source reads the new ones, the hand side reads the round's files by name. Each round must add
+the generator's valid count to the side's table, every row enriched.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ from bench.ingest_vs_handwritten import run_hand as run_hand_plain  # noqa: E402
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from engine.state.store import MetadataStore
+
 CUSTOMERS = 50_000
 """The generator's customers: ``c00000`` .. ``c49999``."""
 
@@ -70,7 +79,10 @@ def ensure_reference() -> Path:
     return path
 
 
-def run_engine(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+def run_engine(
+    spark: SparkSession, input_path: str, reference: Path, out: Path, metadata: MetadataStore | None = None
+) -> Path:
+    """The engine's run, with ``metadata`` (a fresh store when ``None``: a job's first run)."""
     from engine.runtime import JobManager
     from engine.spec import compile_job
     from engine.state import InMemoryRunStore
@@ -78,13 +90,15 @@ def run_engine(spark: SparkSession, input_path: str, reference: Path, out: Path)
     job = engine_job(input_path, "DISK_ONLY")
     job["converters"].append({"type": "lookup", "path": str(reference), "on": ["customer"]})
     spec = compile_job(job, name="bench_orders", file=None, warehouse=str(out))
-    result = JobManager(spark).run(spec, f"bench-{uuid.uuid4().hex[:8]}", InMemoryRunStore())
+    result = JobManager(spark, metadata).run(spec, f"bench-{uuid.uuid4().hex[:8]}", InMemoryRunStore())
     if result.status != "SUCCEEDED":
         raise RuntimeError(f"engine run failed: {result.summary()}")
     return out / "orders"
 
 
-def run_hand(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+def run_hand(
+    spark: SparkSession, input_path: str, reference: Path, out: Path, metadata: MetadataStore | None = None
+) -> Path:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -103,12 +117,16 @@ def run_hand(spark: SparkSession, input_path: str, reference: Path, out: Path) -
     return out / "orders"
 
 
-def engine_plain(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+def engine_plain(
+    spark: SparkSession, input_path: str, reference: Path, out: Path, metadata: MetadataStore | None = None
+) -> Path:
     """The engine's ingest without the lookup (``--own-cost``)."""
-    return run_engine_plain(spark, input_path, out, "DISK_ONLY").valid
+    return run_engine_plain(spark, input_path, out, "DISK_ONLY", metadata).valid
 
 
-def hand_plain(spark: SparkSession, input_path: str, reference: Path, out: Path) -> Path:
+def hand_plain(
+    spark: SparkSession, input_path: str, reference: Path, out: Path, metadata: MetadataStore | None = None
+) -> Path:
     """The hand-written ingest without the join (``--own-cost``)."""
     return run_hand_plain(spark, input_path, out, "DISK_ONLY").valid
 
@@ -128,11 +146,25 @@ def enriched(path: Path) -> tuple[int, int]:
     return table.num_rows, table.num_rows - table.column("region").null_count
 
 
+def steady_input(data_dir: Path, side: str, n: int) -> tuple[Path, str]:
+    """``side``'s input directory with round ``n``'s files added (hard links to the generated
+    ones, named for the round), and a directory of those files alone."""
+    into = OUT / "runs" / f"steady-in-{side}"
+    alone = OUT / "runs" / f"steady-rounds-{side}" / f"r{n:03d}"
+    into.mkdir(parents=True, exist_ok=True)
+    alone.mkdir(parents=True)
+    for part in sorted(data_dir.glob("part-*.json")):
+        (alone / part.name).hardlink_to(part)
+        (into / f"r{n:03d}-{part.name}").hardlink_to(part)
+    return into, str(alone)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--own-cost", action="store_true", help="also time each side without the join")
+    p.add_argument("--steady", action="store_true", help="every run after a job's first (see above)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     data_dir, manifest = ensure_data(args.records)
@@ -146,23 +178,35 @@ def main(argv: list[str] | None = None) -> int:
         sides |= {"engine-plain": engine_plain, "hand-plain": hand_plain}
     figures: dict[str, list[tuple[float, float | None]]] = {s: [] for s in sides}
     counts: set[tuple[str, int, int]] = set()
+    from engine.state.store import InMemoryMetadataStore
+
+    stores = {s: InMemoryMetadataStore() for s in sides}  # --steady: each side's, across its rounds
+    had = dict.fromkeys(sides, (0, 0))  # --steady: the rows each side's table held before the round
     for n in range(args.rounds + 1):
         for side in rotated(list(sides), n):
             run = sides[side]
-            out = OUT / "runs" / f"lookup-{side}-{n}"
+            out = OUT / "runs" / (f"steady-{side}" if args.steady else f"lookup-{side}-{n}")
+            source, metadata = str(data_dir), None
+            if args.steady:
+                into, files = steady_input(data_dir, side, n)
+                source, metadata = (str(into), stores[side]) if side.startswith("engine") else (files, None)
             before, started = cpu_clock(), time.perf_counter()
-            valid = run(spark, str(data_dir), reference, out)
+            valid = run(spark, source, reference, out, metadata)
             seconds, after = time.perf_counter() - started, cpu_clock()
             cpu = after[1] - before[1] if before and after else None
             rows, with_region = enriched(valid) if "plain" not in side else (valid_rows(valid),) * 2
+            if args.steady:  # what this round added
+                rows, with_region, had[side] = rows - had[side][0], with_region - had[side][1], (rows, with_region)
             counts.add((side, rows, with_region))
             label = "warm-up" if n == 0 else f"round {n}"
             shown = "" if cpu is None else f"  cpu={cpu:.1f}s"
             print(f"{label:>8} {side:<12} {seconds:7.2f}s  valid={rows:,} enriched={with_region:,}{shown}", flush=True)
             if n:
                 figures[side].append((seconds, cpu))
-            shutil.rmtree(out, ignore_errors=True)
+            if not args.steady:
+                shutil.rmtree(out, ignore_errors=True)
     spark.stop()
+    shutil.rmtree(OUT / "runs", ignore_errors=True)
     rps = {s: statistics.median(args.records / sec for sec, _ in figures[s]) for s in figures}
     cpus = {s: [c for _, c in figures[s] if c is not None] for s in figures}
     cpu_ratio = statistics.median(cpus["hand"]) / statistics.median(cpus["engine"]) if all(cpus.values()) else None
@@ -180,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "records": args.records,
         "rounds": args.rounds,
+        "steady": args.steady,
         "engine_seconds": [round(s, 3) for s, _ in figures["engine"]],
         "hand_seconds": [round(s, 3) for s, _ in figures["hand"]],
         "ratio": round(ratio, 3),
