@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.apply_changes_vs_handwritten import committed_by_spark, engine_job, ensure_data, fingerprint
-from bench.ingest_commands import ROOT, submit
+from bench.ingest_commands import ROOT, medians, submit
 from bench.ingest_vs_handwritten import rotated
 
 
@@ -87,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     if len(prints) != 1:
         failures.append(f"the sides' tables differ: {sorted(prints)}")
-    median = {side: statistics.median(s for s, _ in t) for side, t in times.items()}
-    cpu = {side: statistics.median(c for _, c in t) for side, t in times.items()}
-    ratio, cpu_ratio = median["hand"] / median["engine"], cpu["hand"] / cpu["engine"]
+    median, cpu, ratio, cpu_ratio = medians(times)
     print(
         f"median: engine {median['engine']:.2f}s ({cpu['engine']:.1f} CPU-s), hand {median['hand']:.2f}s "
         f"({cpu['hand']:.1f} CPU-s): engine/hand speed {ratio:.3f} by time, {cpu_ratio:.3f} by CPU (goal >= 0.9)"

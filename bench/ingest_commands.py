@@ -68,6 +68,13 @@ def submit(args: list[str], env: dict[str, str]) -> tuple[float, float, int, str
 SIDES = ("engine", "hand")
 
 
+def medians(times: dict[str, list[tuple[float, float]]]) -> tuple[dict[str, float], dict[str, float], float, float]:
+    """Each side's median seconds and CPU seconds, and engine/hand as speed by each."""
+    median = {side: statistics.median(s for s, _ in t) for side, t in times.items()}
+    cpu = {side: statistics.median(c for _, c in t) for side, t in times.items()}
+    return median, cpu, median["hand"] / median["engine"], cpu["hand"] / cpu["engine"]
+
+
 def command(
     side: str, data: Path, jobs: Path, out: Path, reference: Path | None = None
 ) -> tuple[list[str], dict[str, str], tuple[Path, Path]]:
@@ -128,9 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                         failures.append(f"{records} round {n} {side}: exit {code}, counts {counts} != {want}\n{tail}")
                     times[side].append((secs, cpu))
                     shutil.rmtree(out, ignore_errors=True)
-            median = {side: statistics.median(s for s, _ in t) for side, t in times.items()}
-            cpu = {side: statistics.median(c for _, c in t) for side, t in times.items()}
-            ratio, cpu_ratio = median["hand"] / median["engine"], cpu["hand"] / cpu["engine"]
+            median, cpu, ratio, cpu_ratio = medians(times)
             print(
                 f"{records:>10,} median: engine {median['engine']:.2f}s ({cpu['engine']:.1f} CPU-s), "
                 f"hand {median['hand']:.2f}s ({cpu['hand']:.1f} CPU-s): engine/hand speed {ratio:.3f} by time, "

@@ -240,13 +240,9 @@ class LookupConverter(Converter):
         one, or keys Spark and Arrow might compare differently, is counted by Spark (an
         aggregate with a shuffle: a second stage, and in a fresh JVM its code to compile)."""
         keys = self._key_columns()
-        size = _estimated_size(reference)
-        if (
-            size is not None
-            and size <= self.conf.broadcast_bytes
-            and all(map(_same_in_arrow, reference.select(*keys).schema))
-        ):
-            return _repeated_in_arrow(reference.select(*keys).toArrow())
+        size, keyed = _estimated_size(reference), reference.select(*keys)
+        if size is not None and size <= self.conf.broadcast_bytes and all(map(_same_in_arrow, keyed.schema)):
+            return _repeated_in_arrow(keyed.toArrow())
         whole = functools.reduce(operator.and_, [k.isNotNull() for k in keys])
         rows, distinct = reference.agg(F.count(F.when(whole, F.lit(1))), F.count_distinct(*keys)).first() or (0, 0)
         return bool(rows != distinct)

@@ -174,6 +174,7 @@ def test_mistakes_are_config_errors_naming_the_key(
         JobManager(spark).run(compile_dict(job, lake), "run-1", InMemoryRunStore())
     assert raised.value.key is not None and raised.value.key.endswith(key), raised.value
     assert said in str(raised.value)
+    assert _table(lake / "out").empty and _table(lake / "_errors" / "t").empty  # nothing written
 
 
 def test_the_reference_is_read_once_a_run_whatever_the_groups_and_broadcast(spark: Any, lake: Path) -> None:
