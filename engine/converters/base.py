@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
 
 from engine.converters.conf import Action, ConverterConf, RuleConf
 from engine.converters.frame import flagged, reject, warn
@@ -18,6 +19,8 @@ from engine.plugins.threshold import Threshold
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from engine.converters.frame import ColumnOf
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,10 @@ class Rule:
     action: Action
     max_rejected: Threshold | None
 
-    def flagged(self) -> Column:
-        """Whether the record was flagged by this rule (over the finalized frame)."""
-        return flagged(self.step, rejected=self.action == "reject")
+    def flagged(self, col: ColumnOf = F.col) -> Column:
+        """Whether the record was flagged by this rule (over the finalized frame, its engine columns
+        read with ``col``)."""
+        return flagged(self.step, rejected=self.action == "reject", col=col)
 
 
 _CHECKING: ContextVar[bool] = ContextVar("engine_chain_check", default=False)

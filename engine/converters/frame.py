@@ -19,7 +19,12 @@ from engine.columns import FILE as FILE
 from engine.columns import READ_STEP as READ_STEP
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame
+
+    ColumnOf = Callable[[str], Column]
+    """Reads one of the engine's columns by name (:func:`internals_of`)."""
 
 SOURCE = "__engine_source"
 RAW = "__engine_raw"
@@ -85,11 +90,12 @@ def warn(df: DataFrame, bad: Column, *, step: str) -> DataFrame:
     return df.withColumn(WARNINGS, F.when(bad & ~F.col(DROPPED), flagged).otherwise(F.col(WARNINGS)))
 
 
-def flagged(step: str, *, rejected: bool) -> Column:
-    """Whether ``step`` flagged the record: among its errors (a rule that rejects) or its warnings."""
+def flagged(step: str, *, rejected: bool, col: ColumnOf = F.col) -> Column:
+    """Whether ``step`` flagged the record: among its errors (a rule that rejects) or its warnings
+    (the engine's columns read with ``col``)."""
     if rejected:
-        return F.exists(F.col(ERRORS), lambda e: e["step"] == F.lit(step))
-    return F.array_contains(F.col(WARNINGS), step)
+        return F.exists(col(ERRORS), lambda e: e["step"] == F.lit(step))
+    return F.array_contains(col(WARNINGS), step)
 
 
 def no_errors() -> Column:
@@ -102,8 +108,8 @@ def no_warnings() -> Column:
     return F.array().cast("array<string>")
 
 
-def is_rejected() -> Column:
-    return F.size(F.col(ERRORS)) > 0
+def is_rejected(col: ColumnOf = F.col) -> Column:
+    return F.size(col(ERRORS)) > 0
 
 
 def data_columns(df: DataFrame) -> list[str]:
@@ -138,13 +144,27 @@ def unpacked(df: DataFrame) -> DataFrame:
     """The columns of the frame :func:`packed` persisted, read lazily from its struct."""
     if PACKED not in df.columns:
         return df
-    inside = F.col(PACKED)
     names = {field.name for field in df.schema[PACKED].dataType.fields}  # type: ignore[attr-defined]
-    empty = {ERRORS: no_errors(), DROPPED: F.lit(False), WARNINGS: no_warnings()}
-    restored = [
-        (F.coalesce(inside[c], empty[c]) if c in empty else inside[c]).alias(c) for c in _PACKABLE if c in names
-    ]
+    col = internals_of(df)
+    restored = [col(c).alias(c) for c in _PACKABLE if c in names]
     return df.select(*[F.col(f"`{c}`") for c in df.columns if c != PACKED], *restored)
+
+
+def internals_of(df: DataFrame) -> ColumnOf:
+    """How to read the engine's columns of ``df``: by name, or, in a frame :func:`packed` made,
+    from its struct (where null stands for no errors, not dropped, no warnings). An aggregate over
+    a packed frame then reads the struct where it lies: no projection of the unpacked columns
+    ahead of it (which a node without code generation, an observation, would make Spark build row
+    by row)."""
+    if PACKED not in df.columns:
+        return F.col
+    inside = F.col(PACKED)
+
+    def read(name: str) -> Column:
+        empty = {ERRORS: no_errors, DROPPED: lambda: F.lit(False), WARNINGS: no_warnings}.get(name)
+        return inside[name] if empty is None else F.coalesce(inside[name], empty())
+
+    return read
 
 
 _PACKABLE = (ERRORS, DROPPED, FILE, RECORD, WARNINGS)

@@ -17,13 +17,15 @@ from pyspark.sql import functions as F
 from engine.commit.observed import observed
 from engine.converters.base import first_line
 from engine.converters.checks import boolean
-from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, is_rejected
+from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, internals_of, is_rejected
 from engine.errors import ConfigError
 from engine.forks.quality import Quality
 from engine.sinks.error_table import RECORD_ID, record_id, with_record_ids
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+    from engine.converters.frame import ColumnOf
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,12 @@ class Fork:
         gates, which aggregate the valid records apart from the others."""
         return not self.quality.gates
 
-    def predicates(self, frame: DataFrame | None) -> dict[str, Column]:
+    def predicates(self, frame: DataFrame | None, col: ColumnOf = F.col) -> dict[str, Column]:
         """Each branch's predicate over the finalized frame, checked against its schema (unchecked
-        without ``frame``: a check of the same chain passed before)."""
-        valid = ~is_rejected() & ~F.col(DROPPED)
-        preds = {"valid": valid, "error": is_rejected()}
+        without ``frame``: a check of the same chain passed before); the engine's columns read with
+        ``col``."""
+        valid = ~is_rejected(col) & ~col(DROPPED)
+        preds = {"valid": valid, "error": is_rejected(col)}
         for name, sql in self.branches.items():
             key = f"{self.key}.forks.{name}"
             try:  # analyse now, not mid-write; a non-boolean one is not cast
@@ -84,14 +87,17 @@ class Fork:
         assert row is not None
         return self._counts(row.asDict())
 
-    def observed(self, frame: DataFrame, preds: dict[str, Column], name: str) -> tuple[DataFrame, Observation]:
-        """``frame`` counting every branch, as :meth:`count` does, while the action that reads it
-        runs: the counts are the returned observation's (:meth:`observed_counts`) once that action
-        has read ``frame`` to its end. (Exact for the writes of the built-in sinks: the counts are
-        taken in the action's final stage, which Spark does not run twice.)"""
+    def observed(self, frame: DataFrame, name: str) -> tuple[DataFrame, Observation]:
+        """``frame`` (finalized, or :func:`~engine.converters.frame.packed`: then the counts read
+        its struct where it lies) counting every branch, as :meth:`count` does, while the action
+        that reads it runs: the counts are the returned observation's (:meth:`observed_counts`) once
+        that action has read ``frame`` to its end. (Exact for the writes of the built-in sinks: the
+        counts are taken in the action's final stage, which Spark does not run twice.) The named
+        branches were checked with the chain: their predicates are not analysed again."""
         assert self.observable
         observation = Observation(name)
-        return frame.observe(observation, *self._tallies(preds)), observation
+        col = internals_of(frame)
+        return frame.observe(observation, *self._tallies(self.predicates(None, col), col)), observation
 
     def observed_counts(self, observation: Observation, *, wait: float = 30.0) -> BranchCounts | None:
         """The counts :meth:`observed` took; ``None`` if they have not arrived within ``wait``
@@ -154,8 +160,8 @@ class Fork:
             out[dataset] = replace(self._counts(values), gates=of_valid.get(dataset, empty or {}))
         return out
 
-    def _tallies(self, preds: dict[str, Column]) -> list[Column]:
-        return [*_tallies(preds), *self.quality.rule_columns()]
+    def _tallies(self, preds: dict[str, Column], col: ColumnOf = F.col) -> list[Column]:
+        return [*_tallies(preds, col), *self.quality.rule_columns(col)]
 
     def _counts(self, values: dict[str, Any]) -> BranchCounts:
         """:meth:`_tallies`' values as counts."""
@@ -178,10 +184,10 @@ class Fork:
         return error_rows(identified, ctx, RECORD_ID)
 
 
-def _tallies(preds: dict[str, Column]) -> list[Column]:
+def _tallies(preds: dict[str, Column], col: ColumnOf = F.col) -> list[Column]:
     """The aggregates a count of every branch takes: records read, dropped, and each branch's."""
     sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
-    return [F.count(F.lit(1)).alias("__read"), F.sum(F.col(DROPPED).cast("long")).alias("__dropped"), *sums]
+    return [F.count(F.lit(1)).alias("__read"), F.sum(col(DROPPED).cast("long")).alias("__dropped"), *sums]
 
 
 def _branch_counts(values: dict[str, Any]) -> BranchCounts:

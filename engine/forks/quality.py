@@ -29,6 +29,8 @@ from engine.plugins.threshold import Threshold
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from engine.converters.frame import ColumnOf
+
 COMPARISONS = (">=", "<=", "<>", "!=", "==", "<=>", "=", ">", "<")
 
 
@@ -120,9 +122,10 @@ class Quality:
         kept = tuple(r for r in rules if r is not None)
         return cls(kept, max_rejected, tuple(Gate(g, f"{key}.gates[{i}]") for i, g in enumerate(gates)))
 
-    def rule_columns(self) -> list[Column]:
-        """What the counting pass sums per rule: the records each rule flagged."""
-        return [F.sum(r.flagged().cast("long")).alias(f"__rule{i}") for i, r in enumerate(self.rules)]
+    def rule_columns(self, col: ColumnOf = F.col) -> list[Column]:
+        """What the counting pass sums per rule: the records each rule flagged (the engine's
+        columns read with ``col``)."""
+        return [F.sum(r.flagged(col).cast("long")).alias(f"__rule{i}") for i, r in enumerate(self.rules)]
 
     def gate_columns(self, frame: DataFrame) -> list[Column]:
         return [c for i, g in enumerate(self.gates) for c in g.columns(i, frame)]

@@ -418,7 +418,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 frame = self._group_frame(spark, run.plan, group)
                 if not self._sole_reader(sink):
                     frame, read.cached = self._persisted(frame)
-                observed, observation = self.fork.observed(frame, preds, f"{job_group}:counts")
+                # counted where the cache is read, before its engine columns are unpacked
+                counted = frame if read.cached is None else read.cached
+                observed, observation = self.fork.observed(counted, f"{job_group}:counts")
+                observed = observed if read.cached is None else unpacked(observed)
                 rows = self.fork.branch(with_dataset(observed, group), branch, preds[branch], self.ctx)
                 staged = sink.stage(rows, batch, fs)
                 run.schemas[sink.name] = columns_of(rows.schema)

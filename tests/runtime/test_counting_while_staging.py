@@ -97,6 +97,11 @@ def test_counts_taken_while_the_first_sink_writes_are_those_of_the_input(spark: 
     assert len(scans) == 1
     assert any(n.name.startswith("CollectMetrics") for n in scans[0].nodes)
     assert not any(n.name in ("HashAggregate", "ObjectHashAggregate") for n in scans[0].nodes)
+    # They are counted where the cache is read, from its packed engine columns: no projection of
+    # the unpacked ones beneath the observation (Spark would build each row there, one by one).
+    beneath = scans[0].tree_between("CollectMetrics", "InMemoryTableScan")
+    assert beneath[-1:] and "InMemoryTableScan" in beneath[-1], scans[0].plan
+    assert not any("Project" in line for line in beneath), "\n".join(beneath)
 
 
 @pytest.mark.parametrize("first", ["delta", "parquet"])
