@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from engine.columns import RECORD_ID as RECORD_ID
 from engine.commit.batch import BatchRef, Staged
+from engine.commit.delta_files import read_listed
 from engine.sinks.delta import stage_delta
 from engine.state.backends import AUTO
 from engine.state.delta_create import VERSION_PROPERTY
@@ -81,12 +82,16 @@ class ErrorTable:
 
     def new_rows(self, rows: DataFrame) -> DataFrame:
         """``rows`` without those whose ``record_id`` the table already holds (a table nothing was
-        written to yet holds none: no read of it, on a first run no Delta snapshot to build)."""
+        written to yet holds none: no read of it, on a first run no Delta snapshot to build). A
+        table of few files is read as the files its checksum lists: no Spark job to build its
+        Delta state, which every run would otherwise pay for the table's new version."""
         if never_written(self.path):
             return rows
-        held = (
-            rows.sparkSession.read.format("delta").load(self.path).select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
-        )
+        spark = rows.sparkSession
+        table = read_listed(spark, self.path)
+        if table is None:
+            table = spark.read.format("delta").load(self.path)
+        held = table.select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
         return rows.join(held, on=RECORD_ID, how="left_anti")
 
     def stage(self, rows: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
