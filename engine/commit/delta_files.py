@@ -427,7 +427,7 @@ def read_listed(spark: SparkSession, table: str) -> DataFrame | None:
     which reading it as Delta runs in every process (~0.3 s). Delta lists a version's files in
     its checksum below ``allFilesInCrc.thresholdNumFiles`` files (50). ``None`` (read it as
     Delta) where it does not, or where a file needs more than Parquet to read: deletion vectors,
-    partition folders, column mapping."""
+    partition folders, column mapping; or a path Spark would read as a glob pattern."""
     from pyspark.sql.types import StructType
 
     snapshot = _Delta(spark).transaction(table).snapshot()
@@ -443,9 +443,15 @@ def read_listed(spark: SparkSession, table: str) -> DataFrame | None:
         return None
     schema = StructType.fromJson(json.loads(metadata.schemaString()))
     paths = [_absolute(table, unquote(str(add.path()))) for add in adds]
+    if any(c in path for path in paths for c in _GLOB):  # Spark would take the path for a pattern
+        return None
     if not paths:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*paths)
+
+
+_GLOB = "*?[]{}\\"
+"""What Hadoop's glob patterns make of a path that ``spark.read.parquet`` is given."""
 
 
 def _absolute(table: str, path: str) -> str:

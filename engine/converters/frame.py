@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     ColumnOf = Callable[[str], Column]
     """Reads one of the engine's columns by name (:func:`internals_of`)."""
 
+ENGINE_PREFIX = "__engine_"
+"""How the names of the engine's own columns begin."""
 SOURCE = "__engine_source"
 RAW = "__engine_raw"
 RECORD = "__engine_record"

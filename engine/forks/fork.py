@@ -17,7 +17,18 @@ from pyspark.sql import functions as F
 from engine.commit.observed import observed
 from engine.converters.base import first_line
 from engine.converters.checks import boolean
-from engine.converters.frame import DATASET, DROPPED, ERRORS, FILE, RECORD, data_columns, internals_of, is_rejected
+from engine.converters.frame import (
+    DATASET,
+    DROPPED,
+    ENGINE_PREFIX,
+    ERRORS,
+    FILE,
+    RECORD,
+    data_columns,
+    internals_of,
+    is_rejected,
+    unpacked,
+)
 from engine.errors import ConfigError
 from engine.forks.quality import Quality
 from engine.sinks.error_table import RECORD_ID, record_id, with_record_ids
@@ -89,15 +100,23 @@ class Fork:
 
     def observed(self, frame: DataFrame, name: str) -> tuple[DataFrame, Observation]:
         """``frame`` (finalized, or :func:`~engine.converters.frame.packed`: then the counts read
-        its struct where it lies) counting every branch, as :meth:`count` does, while the action
+        its struct where it lies, unless a named branch names an engine column; the frame returned
+        may then be unpacked) counting every branch, as :meth:`count` does, while the action
         that reads it runs: the counts are the returned observation's (:meth:`observed_counts`) once
         that action has read ``frame`` to its end. (Exact for the writes of the built-in sinks: the
         counts are taken in the action's final stage, which Spark does not run twice.) The named
-        branches were checked with the chain: their predicates are not analysed again."""
+        branches were checked with the chain: their SQL is not checked again."""
         assert self.observable
         observation = Observation(name)
+        if self._names_internals:  # its SQL reads them by name: they must be columns of their own
+            frame = unpacked(frame)
         col = internals_of(frame)
         return frame.observe(observation, *self._tallies(self.predicates(None, col), col)), observation
+
+    @property
+    def _names_internals(self) -> bool:
+        """Whether a named branch's SQL names one of the engine's columns (``__engine_...``)."""
+        return any(ENGINE_PREFIX in sql.lower() for sql in self.branches.values())
 
     def observed_counts(self, observation: Observation, *, wait: float = 30.0) -> BranchCounts | None:
         """The counts :meth:`observed` took; ``None`` if they have not arrived within ``wait``

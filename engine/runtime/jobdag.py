@@ -421,7 +421,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 # counted where the cache is read, before its engine columns are unpacked
                 counted = frame if read.cached is None else read.cached
                 observed, observation = self.fork.observed(counted, f"{job_group}:counts")
-                observed = observed if read.cached is None else unpacked(observed)
+                observed = unpacked(observed)  # as it is, if nothing was packed or the count unpacked
                 rows = self.fork.branch(with_dataset(observed, group), branch, preds[branch], self.ctx)
                 staged = sink.stage(rows, batch, fs)
                 run.schemas[sink.name] = columns_of(rows.schema)

@@ -331,3 +331,8 @@ def test_a_small_tables_rows_are_read_from_the_files_its_checksum_lists(spark: A
     orders(spark, 0, 6).coalesce(1).write.format("delta").option("delta.enableDeletionVectors", "true").save(vectors)
     spark.sql(f"DELETE FROM delta.`{vectors}` WHERE id = 2")
     assert read_listed(spark, vectors) is None  # a file's deleted rows are in a vector beside it
+
+    patterned = str(tmp_path / "runs[1]")  # Spark would read the files' paths as glob patterns
+    orders(spark, 0, 3).write.format("delta").save(patterned)
+    assert read_listed(spark, patterned) is None
+    assert spark.read.format("delta").load(patterned).count() == 3

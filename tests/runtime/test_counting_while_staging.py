@@ -88,12 +88,7 @@ def test_counts_taken_while_the_first_sink_writes_are_those_of_the_input(spark: 
     assert ds.dataset(lake / "big", format="parquet").count_rows() == want["big"]
     assert DeltaTable(str(lake / "_errors" / "t")).to_pyarrow_dataset().count_rows() == want["rejected"]
     # The input was scanned by the job writing the Delta sink, and by no job that only counts.
-    here = f"{inbox.parent.name}/{inbox.name}"  # a plan's description abbreviates long paths
-
-    def reads_input(n: Any) -> bool:
-        return n.name.startswith("Scan json") and here in n.desc and n.metrics.get("number of files read", "0") != "0"
-
-    scans = [e for e in log.executions() if any(reads_input(n) for n in e.nodes)]
+    scans = _reading(log, inbox)
     assert len(scans) == 1
     assert any(n.name.startswith("CollectMetrics") for n in scans[0].nodes)
     assert not any(n.name in ("HashAggregate", "ObjectHashAggregate") for n in scans[0].nodes)
@@ -102,6 +97,39 @@ def test_counts_taken_while_the_first_sink_writes_are_those_of_the_input(spark: 
     beneath = scans[0].tree_between("CollectMetrics", "InMemoryTableScan")
     assert beneath[-1:] and "InMemoryTableScan" in beneath[-1], scans[0].plan
     assert not any("Project" in line for line in beneath), "\n".join(beneath)
+
+
+def _reading(log: SqlLog, inbox: Path) -> list[Any]:
+    """The executions that read files of ``inbox`` (not those whose plan only shows the cached read)."""
+    here = f"{inbox.parent.name}/{inbox.name}"  # a plan's description abbreviates long paths
+
+    def reads_input(n: Any) -> bool:
+        return n.name.startswith("Scan json") and here in n.desc and n.metrics.get("number of files read", "0") != "0"
+
+    return [e for e in log.executions() if any(reads_input(n) for n in e.nodes)]
+
+
+def test_a_branch_naming_an_engine_column_is_counted_in_the_same_pass(spark: Any, lake: Path) -> None:
+    """A named branch may read an engine column by name (here the rules that warned of a record).
+    The cache packs those columns, so this count reads them unpacked, still in the one pass."""
+    rows = _rows(400)
+    inbox = write_jsonl(lake.parent / "in" / "orders.json", rows).parent
+    job = _job(inbox, SINKS)
+    job["converters"].append({"type": "check", "name": "under_1000", "expr": "amount < 1000", "action": "warn"})
+    job["forks"] = {"big": "array_contains(__engine_warnings, 'under_1000')"}
+    want = _expected(rows)
+    good = [r for r in rows if isinstance(r, dict) and int(r["amount"]) >= 0]
+    warned = len({r["id"] for r in good if int(r["amount"]) >= 1000})
+    log = SqlLog(spark)
+
+    result, _ = run_dict(spark, job, lake)
+
+    (dag,) = result.dags
+    assert (dag.records_read, dag.records_rejected) == (want["read"], want["rejected"])
+    assert dag.sinks == {"lake": want["valid"], "big": warned} and 0 < warned < want["valid"]
+    assert ds.dataset(lake / "big", format="parquet").count_rows() == warned
+    (scan,) = _reading(log, inbox)
+    assert any(n.name.startswith("CollectMetrics") for n in scan.nodes), "not counted while the sink wrote"
 
 
 @pytest.mark.parametrize("first", ["delta", "parquet"])

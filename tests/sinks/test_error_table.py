@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
+from engine.commit.delta_files import read_listed
 from engine.sinks.error_table import RECORD_ID, SCHEMA_VERSION, ErrorTable, record_id, with_record_ids
 from engine.state.delta_table import MetaTable, never_written
 from tests.sqllog import SqlLog
@@ -80,6 +81,7 @@ def test_new_rows_leaves_out_the_ids_the_table_holds(spark: Any, lake: Path) -> 
     # Delta state (which every run would pay, the table being at a new version each time).
     built = [n.desc for e in log.executions() for n in e.nodes if "Delta Table State" in n.desc]
     assert built == []
+    assert read_listed(spark, path) is not None  # (the checksum lists the files: read that way)
 
 
 def test_a_table_nothing_was_written_to_is_not_read_for_ids(spark: Any, lake: Path) -> None:
