@@ -49,7 +49,7 @@ from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import AtomicType, BinaryType, DataType, StructType
 
-from engine.commit.delta_files import read_listed
+from engine.commit.delta_files import read_kept
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -180,10 +180,7 @@ class Changes:
         if tombstones is None:
             return events
         renamed = [_col(k).alias(_TOMB_KEY.format(i)) for i, k in enumerate(self.keys)]
-        kept = read_listed(spark, tombstones)
-        if kept is None:
-            kept = spark.read.format("delta").load(tombstones)
-        tombs = kept.select(*renamed, _col(self.sequence_by).alias(_TOMB_SEQ))
+        tombs = read_kept(spark, tombstones).select(*renamed, _col(self.sequence_by).alias(_TOMB_SEQ))
         same = [events[f"`{k}`"].eqNullSafe(tombs[_TOMB_KEY.format(i)]) for i, k in enumerate(self.keys)]
         refused = ~events[f"`{DELETE}`"] & (tombs[_TOMB_SEQ] >= events[f"`{self.sequence_by}`"])
         # An anti join on the tombstones as they are (no aggregate of them first): Spark broadcasts

@@ -450,6 +450,13 @@ def read_listed(spark: SparkSession, table: str) -> DataFrame | None:
     return spark.read.schema(schema).parquet(*paths)
 
 
+def read_kept(spark: SparkSession, table: str) -> DataFrame:
+    """The current rows of an engine-kept Delta table: as :func:`read_listed` reads them where it
+    can, else as Delta."""
+    listed = read_listed(spark, table)
+    return listed if listed is not None else spark.read.format("delta").load(table)
+
+
 _GLOB = "*?[]{}\\"
 """What Hadoop's glob patterns make of a path that ``spark.read.parquet`` is given."""
 

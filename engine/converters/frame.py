@@ -163,10 +163,12 @@ def internals_of(df: DataFrame) -> ColumnOf:
     inside = F.col(PACKED)
 
     def read(name: str) -> Column:
-        empty = {ERRORS: no_errors, DROPPED: lambda: F.lit(False), WARNINGS: no_warnings}.get(name)
+        empty = _UNPACKED_EMPTY.get(name)
         return inside[name] if empty is None else F.coalesce(inside[name], empty())
 
     return read
 
 
 _PACKABLE = (ERRORS, DROPPED, FILE, RECORD, WARNINGS)
+_UNPACKED_EMPTY = {ERRORS: no_errors, DROPPED: lambda: F.lit(False), WARNINGS: no_warnings}
+"""What a null packed struct stands for, by column (the others are null too)."""

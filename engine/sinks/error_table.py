@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from engine.columns import RECORD_ID as RECORD_ID
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.delta_files import read_listed
+from engine.commit.delta_files import read_kept
 from engine.sinks.delta import stage_delta
 from engine.state.backends import AUTO
 from engine.state.delta_create import VERSION_PROPERTY
@@ -87,11 +87,7 @@ class ErrorTable:
         Delta state, which every run would otherwise pay for the table's new version."""
         if never_written(self.path):
             return rows
-        spark = rows.sparkSession
-        table = read_listed(spark, self.path)
-        if table is None:
-            table = spark.read.format("delta").load(self.path)
-        held = table.select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
+        held = read_kept(rows.sparkSession, self.path).select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
         return rows.join(held, on=RECORD_ID, how="left_anti")
 
     def stage(self, rows: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
