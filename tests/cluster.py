@@ -26,6 +26,8 @@ from typing import IO, Any
 
 import pyspark
 
+from tests.watchdog import Watchdog
+
 HOST = "127.0.0.1"
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -141,6 +143,7 @@ class StandaloneCluster:
         self.port = 0
         self.webui_port = 0
         self._daemons: list[_Daemon] = []
+        self._watchdog: Watchdog | None = None
 
     @property
     def master_url(self) -> str:
@@ -205,6 +208,9 @@ class StandaloneCluster:
     def _launch(self, name: str, *args: str, prefix: list[str] | None = None) -> _Daemon:
         daemon = _Daemon(name, list(args), self._env(), self.log_dir / f"{name}.log", prefix or [])
         self._daemons.append(daemon)
+        if self._watchdog is None:  # each daemon leads a process group that a killed pytest would leave
+            self._watchdog = Watchdog(self.base / "watchdog.pids")
+        self._watchdog.track(daemon.pid, group=True)
         return daemon
 
     def _env(self) -> dict[str, str]:
@@ -260,5 +266,9 @@ class StandaloneCluster:
             daemon = self._daemons.pop()  # the last started first: workers before their master
             if survivors := daemon.stop(self.stop_grace):
                 left[daemon.name] = survivors
+        if self._watchdog is not None and not left:
+            self._watchdog.disarm()
+            self._watchdog = None
+            (self.base / "watchdog.pids").unlink(missing_ok=True)
         if left:
             raise ClusterError(f"processes left after stopping the cluster: {left}")

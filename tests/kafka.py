@@ -32,6 +32,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions, NewTopic  # confluent_kafka.admin's re-export is implicit for mypy
 
+from tests.watchdog import Watchdog, watching
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "kafka.sh"
 LIBDIR = REPO / ".cache" / "kafka" / "lib"
@@ -301,6 +303,7 @@ class _Broker:
         self.log = base / "server.log"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self.watchdog: Watchdog | None = None
         (base / "log4j2.properties").write_text(LOG4J2)
 
     def jvm(self, *args: str) -> list[str]:
@@ -348,10 +351,10 @@ class _Broker:
             self.configure(_free_port(), _free_port())
             self.format()
             with self.log.open("wb") as out:
-                # setpriv: should pytest die without stopping it, the kernel sends the broker SIGTERM.
-                guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
-                cmd = [*guard, *self.jvm("-Xms256m", "-Xmx512m", "kafka.Kafka", str(self.config))]
+                cmd = self.jvm("-Xms256m", "-Xmx512m", "kafka.Kafka", str(self.config))
                 self.proc = subprocess.Popen(cmd, cwd=self.base, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+            if self.watchdog is not None:
+                self.watchdog.track(self.proc.pid)
             try:
                 return self.wait_ready()
             except RuntimeError:
@@ -405,13 +408,14 @@ def running_kafka() -> Iterator[Kafka]:
     """A single-node Kafka cluster with no topics, stopped and removed on exit (the fixture's, and
     the benchmarks')."""
     broker = _Broker(_java(), _libdir(), Path(tempfile.mkdtemp(prefix="engine-kafka-")))
-    try:
-        yield Kafka(bootstrap=broker.start(), log=broker.log)
-    finally:
+    with watching(broker.base / "watchdog.pids", remove=broker.base) as broker.watchdog:
         try:
-            broker.stop()
+            yield Kafka(bootstrap=broker.start(), log=broker.log)
         finally:
-            shutil.rmtree(broker.base, ignore_errors=True)
+            try:
+                broker.stop()
+            finally:
+                shutil.rmtree(broker.base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.watchdog import watching
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "postgres.sh"
 HOST = "127.0.0.1"
@@ -130,15 +132,25 @@ class _Server:
         self.log = base / "server.log"
         self.owner = owner
 
-    def run(self, tool: str, *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def command(self, tool: str, *args: str | Path) -> Sequence[str]:
+        """``tool`` with ``args``, as the server's owner."""
         cmd: Sequence[str] = [str(self.bindir / tool), *map(str, args)]
         if self.owner is not None:
             if shutil.which("runuser"):
                 cmd = ["runuser", "-u", self.owner.pw_name, "--", *cmd]
             else:
                 cmd = ["su", "-s", "/bin/sh", self.owner.pw_name, "-c", shlex.join(cmd)]
+        return cmd
+
+    def run(self, tool: str, *args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            cmd, cwd=self.base, env=_client_env(), capture_output=True, text=True, timeout=timeout, check=False
+            self.command(tool, *args),
+            cwd=self.base,
+            env=_client_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def must(self, tool: str, *args: str | Path, timeout: float = 120) -> None:
@@ -195,6 +207,10 @@ class _Server:
                 raise RuntimeError(f"PostgreSQL on {HOST}:{port} not ready after {timeout}s: {done.stdout.strip()}")
             time.sleep(0.1)
 
+    def postmaster(self) -> int:
+        """The running server's pid (the first line of ``postmaster.pid``)."""
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
     def stop(self) -> None:
         pidfile = self.data / "postmaster.pid"
         if not pidfile.exists():
@@ -216,17 +232,21 @@ def running_postgres() -> Iterator[Postgres]:
     fixture's, and the benchmarks')."""
     bindir = _bindir()
     server = _Server(bindir, Path(tempfile.mkdtemp(prefix="engine-pg-")), _server_user())
-    try:
-        server.init()
-        port = server.start()
-        pg = Postgres(host=HOST, port=port, user=USER, password=PASSWORD, database=DATABASE, bindir=bindir)
-        pg.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
-        yield pg
-    finally:
+    # should this process be killed, pg_ctl stops the server (it is a daemon: nothing else would)
+    stop = server.command("pg_ctl", "stop", "-D", server.data, "-m", "immediate", "-w", "-t", "30")
+    with watching(server.base / "watchdog.pids", remove=server.base, stop=stop) as dog:
         try:
-            server.stop()
+            server.init()
+            port = server.start()
+            dog.track(server.postmaster())
+            pg = Postgres(host=HOST, port=port, user=USER, password=PASSWORD, database=DATABASE, bindir=bindir)
+            pg.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
+            yield pg
         finally:
-            shutil.rmtree(server.base, ignore_errors=True)
+            try:
+                server.stop()
+            finally:
+                shutil.rmtree(server.base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from tests.watchdog import Watchdog
+
 HOST = "127.0.0.1"
 REGION = "us-east-1"
 ADMIN_SETUP_CALLS = 3
@@ -60,6 +62,7 @@ class S3Server:
         self.access_key = ""
         self.secret_key = ""
         self._proc: subprocess.Popen[bytes] | None = None
+        self._watchdog = Watchdog(self.base / "watchdog.pids", remove=self.base)  # should pytest be killed
 
     @property
     def endpoint(self) -> str:
@@ -141,6 +144,7 @@ class S3Server:
             env = {**_server_env(), "INITIAL_NO_AUTH_ACTION_COUNT": str(ADMIN_SETUP_CALLS)}
             with self.log.open("ab") as log:
                 self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self._watchdog.track(self._proc.pid)
             try:
                 ready = self._wait_ready()
                 if ready:
@@ -202,6 +206,7 @@ class S3Server:
                 proc.wait(timeout=10)
         if remove:
             shutil.rmtree(self.base, ignore_errors=True)
+            self._watchdog.disarm()
 
     def __enter__(self) -> S3Server:
         return self.start()

@@ -20,6 +20,7 @@ import requests
 from cryptography.fernet import Fernet
 
 from tests.e2e import REPO
+from tests.watchdog import Watchdog, watching
 
 SERVE = REPO / "serve.sh"
 ARTIFACTS = Path(os.environ.get("ENGINE_TEST_ARTIFACTS", REPO / ".cache" / "test-artifacts"))
@@ -55,6 +56,7 @@ class Served:
     """More ``serve.sh`` options (``--tick``, ``--no-scheduler``)."""
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    watchdog: Watchdog | None = None
 
     @property
     def url(self) -> str:
@@ -69,6 +71,8 @@ class Served:
                 stderr=subprocess.STDOUT,
                 env=self.env,
             )
+        self.watchdog = Watchdog(self.log.with_suffix(".pids"))  # stops the service should pytest be killed
+        self.watchdog.track(self.proc.pid)
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
@@ -82,7 +86,10 @@ class Served:
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.proc is not None
         self.proc.send_signal(sig)
-        return self.proc.wait(timeout=30)
+        code = self.proc.wait(timeout=30)
+        if self.watchdog is not None:
+            self.watchdog.disarm()
+        return code
 
     def stop_gracefully(self) -> None:
         """SIGTERM: uvicorn finishes the requests in flight, then ends by the signal."""
@@ -123,7 +130,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Headless Chromium driven by Selenium, both from Debian's packages (scripts/chromium.sh)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as DriverService
@@ -135,8 +142,18 @@ def browser() -> Iterator[Any]:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=DriverService(executable_path=driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    with watching(tmp_path_factory.mktemp("browser") / "watchdog.pids") as dog:  # should pytest be killed
+        dog.track(driver.service.process.pid)
+        for browser in _children(driver.service.process.pid):  # chromium, which stops its own children
+            dog.track(browser)
+        driver.set_page_load_timeout(30)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (Linux's ``/proc``)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in found.read_text().split()] if found.exists() else []
