@@ -47,7 +47,7 @@ def free_port() -> int:
         return port
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of a process group, from /proc."""
     members = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -106,7 +106,7 @@ class _Daemon:
     def _wait_group(pgid: int, timeout: float) -> list[int]:
         # children the daemon leaves behind are reparented to init, which may reap them only every second or two
         deadline = time.monotonic() + timeout
-        while (left := _group_members(pgid)) and time.monotonic() < deadline:
+        while (left := group_members(pgid)) and time.monotonic() < deadline:
             time.sleep(0.1)
         return left
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster import group_members
 from tests.watchdog import Watchdog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,18 +29,6 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
     except OSError:
         return True
-
-
-def _group(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 30) -> bool:
@@ -90,8 +79,8 @@ def test_a_killed_process_leaves_neither_its_processes_nor_their_directory(tmp_p
         tmp_path,
     )
     one, group = int(str(said["one"])), int(str(said["group"]))
-    assert _eventually(lambda: _gone(one) and not _group(group) and not base.exists()), (
-        f"left: {[] if _gone(one) else [one]} {_group(group)}, directory {base.exists()}"
+    assert _eventually(lambda: _gone(one) and not group_members(group) and not base.exists()), (
+        f"left: {[] if _gone(one) else [one]} {group_members(group)}, directory {base.exists()}"
     )
 
 
