@@ -18,6 +18,10 @@ A source may give it itself (a replay gives each record's id in the error table)
 RECORD_ID = "record_id"
 """The error table's record id column, and the replay marks table's (:mod:`engine.sinks.error_table`)."""
 
+ORIGIN = "origin"
+"""The error table's column of where each record was read: its :data:`FILE` value (the file, ``""``
+for sources that read none), a part of its ``record_id``."""
+
 READ_STEP = "read"
 """The step of a record the source could not parse, in the error table."""
 

@@ -23,6 +23,7 @@ from engine.converters.frame import (
     ENGINE_PREFIX,
     ERRORS,
     FILE,
+    PACKED,
     RECORD,
     data_columns,
     internals_of,
@@ -31,9 +32,11 @@ from engine.converters.frame import (
 )
 from engine.errors import ConfigError
 from engine.forks.quality import Quality
-from engine.sinks.error_table import RECORD_ID, record_id, with_record_ids
+from engine.sinks.error_table import ORIGIN, RECORD_ID, Origins, record_id, with_record_ids
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pyspark.sql import Column, DataFrame
 
     from engine.converters.frame import ColumnOf
@@ -48,6 +51,10 @@ class BranchCounts:
     """The records each counted rule flagged, by step (:class:`~engine.forks.quality.Quality`)."""
     gates: dict[str, Any] = field(default_factory=dict)
     """The gates' aggregates over the valid records (``__gate<i>``, and a comparison's sides)."""
+    origins: Origins | None = None
+    """The least and greatest origin (:data:`FILE`) of the error branch's records, where the count
+    took them: the error table reads only the ids it holds of that range
+    (:func:`~engine.sinks.error_table.held_scope`)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ class Fork:
         """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
         if self.quality.gates:
             return self._gated(frame, preds, [], [""])[""]
-        row = frame.agg(*self._tallies(preds)).first()
+        row = frame.agg(*self._tallies(preds, origin=_origin(frame))).first()
         assert row is not None
         return self._counts(row.asDict())
 
@@ -111,7 +118,8 @@ class Fork:
         if self._names_internals:  # its SQL reads them by name: they must be columns of their own
             frame = unpacked(frame)
         col = internals_of(frame)
-        return frame.observe(observation, *self._tallies(self.predicates(None, col), col)), observation
+        tallies = self._tallies(self.predicates(None, col), col, origin=_origin(frame, col))
+        return frame.observe(observation, *tallies), observation
 
     @property
     def _names_internals(self) -> bool:
@@ -134,7 +142,8 @@ class Fork:
             return {only: self.count(frame, preds)}
         if self.quality.gates:
             return self._gated(frame, preds, [F.col(DATASET)], datasets or [])
-        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*self._tallies(preds)).collect()
+        tallies = self._tallies(preds, origin=_origin(frame))
+        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*tallies).collect()
         out = {}
         for row in rows:
             values = row.asDict()
@@ -158,13 +167,15 @@ class Fork:
         )
         keys = [*(c.alias("__dataset") for c in by), valid.alias("__valid")]
         gates = self.quality.gate_columns(masked)
-        rows = masked.groupBy(*keys).agg(*self._tallies(preds), *gates).collect()
+        rows = masked.groupBy(*keys).agg(*self._tallies(preds, origin=_origin(masked)), *gates).collect()
         totals: dict[str, dict[str, Any]] = {d: {"__read": 0} for d in datasets}
         of_valid: dict[str, dict[str, Any]] = {}  # each dataset's gate values, from its valid records
+        spans: dict[str, list[Origins | None]] = {}  # each dataset's origins, from both its groups
         for row in rows:
             values = row.asDict()
             dataset, is_valid = values.pop("__dataset", ""), values.pop("__valid")
             gate_values = {n: values.pop(n) for n in list(values) if n.startswith("__gate")}
+            spans.setdefault(dataset, []).append(_popped_origins(values))
             if is_valid:
                 of_valid[dataset] = gate_values
             into = totals.setdefault(dataset, {})
@@ -176,17 +187,19 @@ class Fork:
             if dataset not in of_valid and empty is None:
                 first = masked.limit(0).agg(*gates).first()
                 empty = first.asDict() if first is not None else {}
-            out[dataset] = replace(self._counts(values), gates=of_valid.get(dataset, empty or {}))
+            origins = merged_origins(spans.get(dataset, [(None, None)]))
+            out[dataset] = replace(self._counts(values), gates=of_valid.get(dataset, empty or {}), origins=origins)
         return out
 
-    def _tallies(self, preds: dict[str, Column], col: ColumnOf = F.col) -> list[Column]:
-        return [*_tallies(preds, col), *self.quality.rule_columns(col)]
+    def _tallies(self, preds: dict[str, Column], col: ColumnOf = F.col, *, origin: Column | None) -> list[Column]:
+        return [*_tallies(preds, col, origin), *self.quality.rule_columns(col)]
 
     def _counts(self, values: dict[str, Any]) -> BranchCounts:
         """:meth:`_tallies`' values as counts."""
         values = dict(values)
+        origins = _popped_origins(values)
         flagged = self.quality.flagged({n: values.pop(n) for n in list(values) if n.startswith("__rule")})
-        return replace(_branch_counts(values), flagged=flagged)
+        return replace(_branch_counts(values), flagged=flagged, origins=origins)
 
     def branch(self, frame: DataFrame, name: str, pred: Column, ctx: ErrorContext) -> DataFrame:
         rows = frame.where(pred)
@@ -200,13 +213,49 @@ class Fork:
         rows = frame.where(pred)
         place = [F.lit(ctx.job), F.lit(ctx.dag), F.lit(ctx.source), _optional(rows, DATASET), _optional(rows, FILE)]
         identified = with_record_ids(rows, record_id(place, F.col(RECORD), _reasons()))
-        return error_rows(identified, ctx, RECORD_ID)
+        return error_rows(identified, ctx, F.col(RECORD_ID), _optional(identified, FILE).alias(ORIGIN))
 
 
-def _tallies(preds: dict[str, Column], col: ColumnOf = F.col) -> list[Column]:
-    """The aggregates a count of every branch takes: records read, dropped, and each branch's."""
+def _tallies(preds: dict[str, Column], col: ColumnOf = F.col, origin: Column | None = None) -> list[Column]:
+    """The aggregates a count of every branch takes: records read, dropped, and each branch's;
+    with ``origin``, the least and greatest origin of the rejected records too."""
     sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
-    return [F.count(F.lit(1)).alias("__read"), F.sum(col(DROPPED).cast("long")).alias("__dropped"), *sums]
+    spans = []
+    if origin is not None and "error" in preds:
+        rejected = F.when(preds["error"], origin)
+        spans = [F.min(rejected).alias(_LOW), F.max(rejected).alias(_HIGH)]
+    return [F.count(F.lit(1)).alias("__read"), F.sum(col(DROPPED).cast("long")).alias("__dropped"), *sums, *spans]
+
+
+_LOW, _HIGH = "__origin_low", "__origin_high"
+
+
+def _origin(frame: DataFrame, col: ColumnOf = F.col) -> Column | None:
+    """Where each record was read (:data:`FILE`), if ``frame`` has it: a column, or packed."""
+    if FILE in frame.columns:
+        return col(FILE)
+    if PACKED in frame.columns and FILE in frame.schema[PACKED].dataType.fieldNames():  # type: ignore[attr-defined]
+        return col(FILE)
+    return None
+
+
+def _popped_origins(values: dict[str, Any]) -> Origins | None:
+    """The origins :func:`_tallies` took, taken out of ``values``; ``None`` if it took none."""
+    if _LOW not in values:
+        return None
+    return values.pop(_LOW), values.pop(_HIGH)
+
+
+def merged_origins(spans: Iterable[Origins | None]) -> Origins | None:
+    """The range of origins covering every one of ``spans``; ``None`` if one is unknown."""
+    lows, highs = [], []
+    for span in spans:
+        if span is None:
+            return None
+        if span[0] is not None and span[1] is not None:
+            lows.append(span[0])
+            highs.append(span[1])
+    return (min(lows), max(highs)) if lows else (None, None)
 
 
 def _branch_counts(values: dict[str, Any]) -> BranchCounts:
@@ -228,7 +277,7 @@ def _reasons() -> Column:
     return F.transform(F.col(ERRORS), lambda e: F.concat_ws(": ", e["step"], e["reason"]))
 
 
-def error_rows(rows: DataFrame, ctx: ErrorContext, *extra: str) -> DataFrame:
+def error_rows(rows: DataFrame, ctx: ErrorContext, *extra: str | Column) -> DataFrame:
     """Rejected records in the error-table layout (:data:`~engine.sinks.error_table.ERROR_TABLE_DDL`),
     then the ``extra`` columns of ``rows``."""
     return rows.select(

@@ -33,7 +33,7 @@ from engine.commit.killpoints import kill_point
 from engine.commit.steps import user_metadata
 from engine.converters.base import Converter, checking, first_line
 from engine.converters.frame import DATASET, FILE, finalize, packed, to_frame, unpacked
-from engine.forks.fork import BranchCounts, ErrorContext, Fork
+from engine.forks.fork import BranchCounts, ErrorContext, Fork, merged_origins
 from engine.forks.quality import Quality, Verdict
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
@@ -44,7 +44,7 @@ from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
 from engine.sinks.contract import SchemaContractError
-from engine.sinks.error_table import RECORD_ID, ErrorTable, ReplayedTable
+from engine.sinks.error_table import RECORD_ID, ErrorTable, ReplayedTable, held_scope
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import SourceLimitsConf
 from engine.sources.error_rows import ErrorRowsSource
@@ -628,7 +628,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             written[sink.name] = by_branch.get(branch, 0)
         if self.spec.error_table and by_branch.get("error", 0):
             errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
-            staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs))
+            origins = merged_origins(c.origins for c in published if c.by_branch.get("error", 0))
+            scope = held_scope(self.ctx.job, self.ctx.dag, origins)
+            staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs, scope))
         if self.spec.replay_marks and by_branch.get("error", 0) < sum(c.read for c in published):
             staged.append(self._replayed(spark, run, ok, frame, batch, fs))
         return staged, written

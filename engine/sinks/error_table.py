@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from engine.columns import ORIGIN as ORIGIN
 from engine.columns import RECORD_ID as RECORD_ID
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.delta_files import read_kept
@@ -35,10 +36,12 @@ if TYPE_CHECKING:
 
 ERROR_TABLE_DDL = (
     "job STRING, dag STRING, run_id STRING, source STRING, step STRING, reasons ARRAY<STRING>, "
-    f"record STRING, error_time TIMESTAMP, {RECORD_ID} STRING"
+    f"record STRING, error_time TIMESTAMP, {RECORD_ID} STRING, {ORIGIN} STRING"
 )
-SCHEMA_VERSION = 2
-"""2: ``record_id`` (tables of version 1 get the column, null for their rows, at :meth:`ErrorTable.ensure`)."""
+SCHEMA_VERSION = 3
+"""2: ``record_id``; 3: ``origin``. A table of an earlier version gets the columns it lacks, null
+for its rows, at :meth:`ErrorTable.ensure`."""
+_ADDED = (RECORD_ID, ORIGIN)
 _DIGEST = "__engine_record_digest"
 
 
@@ -57,6 +60,23 @@ def with_record_ids(rows: DataFrame, digest: Column) -> DataFrame:
     return numbered.withColumn(RECORD_ID, F.concat_ws("-", F.col(_DIGEST), nth.cast("string"))).drop(_DIGEST)
 
 
+Origins = tuple[str | None, str | None]
+"""The least and greatest :data:`ORIGIN` of a batch's rejected records (``None, None``: all null)."""
+
+
+def held_scope(job: str, dag: str, origins: Origins | None) -> Column:
+    """Which of the table's rows could hold the id of a record that DAG ``dag`` of ``job``
+    rejected with an origin within ``origins`` (``None``: any origin). An id digests its job, DAG
+    and origin, so a row of another job or DAG, or of an origin outside the range, cannot; a row
+    with no origin (written before the column existed) might."""
+    scope = (F.col("job") == job) & (F.col("dag") == dag)
+    if origins is None:
+        return scope
+    low, high = origins
+    origin = F.col(ORIGIN)
+    return scope & (origin.isNull() if low is None or high is None else origin.isNull() | origin.between(low, high))
+
+
 class ErrorTable:
     """One job's error table. :meth:`ensure` creates it before DAGs write to it concurrently
     (concurrent first writes to an empty Delta directory conflict)."""
@@ -70,29 +90,40 @@ class ErrorTable:
             spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error", backend=backend, options=options
         ).ensure()
         if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
-            retry_conflicts(lambda: self._add_record_id(spark), what="upgrading the error table", racing=True)
+            retry_conflicts(lambda: self._upgrade(spark), what="upgrading the error table", racing=True)
 
-    def _add_record_id(self, spark: SparkSession) -> None:
-        """Give a table of schema version 1 its ``record_id`` column (another job may just have)."""
-        if RECORD_ID in spark.read.format("delta").load(self.path).columns:
-            return
+    def _upgrade(self, spark: SparkSession) -> None:
+        """Give a table of an earlier schema version the columns it lacks (another job may just have)."""
+        has = set(spark.read.format("delta").load(self.path).columns)
         table = f"delta.`{self.path}`"
-        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({RECORD_ID} STRING)")
+        if lacking := [c for c in _ADDED if c not in has]:
+            spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'{c} STRING' for c in lacking)})")
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{SCHEMA_VERSION}')")
 
-    def new_rows(self, rows: DataFrame) -> DataFrame:
+    def new_rows(self, rows: DataFrame, scope: Column | None = None) -> DataFrame:
         """``rows`` without those whose ``record_id`` the table already holds (a table nothing was
         written to yet holds none: no read of it, on a first run no Delta snapshot to build). A
         table of few files is read as the files its checksum lists: no Spark job to build its
-        Delta state, which every run would otherwise pay for the table's new version."""
+        Delta state, which every run would otherwise pay for the table's new version.
+
+        ``scope`` (:func:`held_scope`) says which of the table's rows could hold one of the ids.
+        Each file of the table holds one batch's rows, so Delta's file statistics (or Parquet's,
+        for a table read as listed files) skip the files of other DAGs, and of batches that read
+        other files: staging need not read every id the table ever held."""
         if never_written(self.path):
             return rows
-        held = read_kept(rows.sparkSession, self.path).select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
+        kept = read_kept(rows.sparkSession, self.path)
+        held = (kept if scope is None else kept.where(scope)).select(RECORD_ID).where(F.col(RECORD_ID).isNotNull())
         return rows.join(held, on=RECORD_ID, how="left_anti")
 
-    def stage(self, rows: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
+    def stage(self, rows: DataFrame, batch: BatchRef, fs: HadoopFs, scope: Column | None = None) -> Staged:
         return stage_delta(
-            self.new_rows(rows), batch, fs, sink="errors", table=self.path, app_id=f"{batch.app_id}:_errors"
+            self.new_rows(rows, scope),
+            batch,
+            fs,
+            sink="errors",
+            table=self.path,
+            app_id=f"{batch.app_id}:_errors",
         )
 
     def append(self, rows: DataFrame) -> None:

@@ -11,7 +11,15 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from engine.commit.delta_files import read_listed
-from engine.sinks.error_table import RECORD_ID, SCHEMA_VERSION, ErrorTable, record_id, with_record_ids
+from engine.sinks.error_table import (
+    ORIGIN,
+    RECORD_ID,
+    SCHEMA_VERSION,
+    ErrorTable,
+    held_scope,
+    record_id,
+    with_record_ids,
+)
 from engine.state.delta_table import MetaTable, never_written
 from tests.sqllog import SqlLog
 
@@ -54,16 +62,26 @@ def test_identical_records_of_one_file_are_numbered(spark: Any) -> None:
     assert len(digests) == 1 and sorted(i.rsplit("-", 1)[1] for i in ids) == ["1", "2", "3"]
 
 
-def test_a_version_1_table_gets_the_record_id_column_and_keeps_its_rows(spark: Any, lake: Path) -> None:
+@pytest.mark.parametrize(
+    ("ddl", "version", "row"),
+    [
+        pytest.param(V1_DDL, 1, (*ROW, None), id="version-1"),
+        pytest.param(f"{V1_DDL}, {RECORD_ID} STRING", 2, (*ROW, None, "a-1"), id="version-2"),
+    ],
+)
+def test_an_older_table_gets_the_columns_it_lacks_and_keeps_its_rows(
+    spark: Any, lake: Path, ddl: str, version: int, row: tuple[Any, ...]
+) -> None:
     path = str(lake / "_errors" / "j")
-    MetaTable(spark, path, V1_DDL, version=1, what="error").ensure()
-    spark.createDataFrame([(*ROW, None)], V1_DDL).write.format("delta").mode("append").save(path)
+    MetaTable(spark, path, ddl, version=version, what="error").ensure()
+    spark.createDataFrame([row], ddl).write.format("delta").mode("append").save(path)
     ErrorTable(path).ensure(spark)
     ErrorTable(path).ensure(spark)  # once upgraded, nothing more to do
     table = DeltaTable(path)
     assert table.metadata().configuration["engine.schema_version"] == str(SCHEMA_VERSION)
     rows = table.to_pyarrow_table().to_pylist()
-    assert [(r["record"], r[RECORD_ID]) for r in rows] == [('{"id":7}', None)]
+    held = row[8] if version == 2 else None
+    assert [(r["record"], r[RECORD_ID], r[ORIGIN]) for r in rows] == [('{"id":7}', held, None)]
 
 
 def test_new_rows_leaves_out_the_ids_the_table_holds(spark: Any, lake: Path) -> None:
@@ -82,6 +100,37 @@ def test_new_rows_leaves_out_the_ids_the_table_holds(spark: Any, lake: Path) -> 
     built = [n.desc for e in log.executions() for n in e.nodes if "Delta Table State" in n.desc]
     assert built == []
     assert read_listed(spark, path) is not None  # (the checksum lists the files: read that way)
+
+
+def test_a_batch_reads_only_the_held_ids_its_records_could_have(spark: Any, lake: Path) -> None:
+    """A record's id digests its job, DAG and origin (its file): the ids held for other DAGs, or
+    for files outside the batch's range, are not read (Parquet's statistics skip their files),
+    those of rows from before the origin column are."""
+    path = str(lake / "_errors" / "j")
+    errors = ErrorTable(path)
+    errors.ensure(spark)
+    ddl = f"{V1_DDL}, {RECORD_ID} STRING, {ORIGIN} STRING"
+    a, b = "file:/in/a.json", "file:/in/b.json"
+
+    def row(dag: str, origin: str | None, rid: str) -> tuple[Any, ...]:
+        return ("j", dag, "r1", "in", "check", ["check: negative"], "{}", None, rid, origin)
+
+    for held in (
+        [row("d", a, "a-1"), row("d", a, "a-2")],
+        [row("d", b, "b-1")],
+        [row("e", b, "x-1")],
+        [row("d", None, "n-1")],
+    ):
+        errors.append(spark.createDataFrame(held, ddl).coalesce(1))  # a file each, as a batch writes
+    batch = spark.createDataFrame([row("d", b, i) for i in ("a-1", "b-1", "x-1", "n-1", "c-1")], ddl)
+    log = SqlLog(spark)
+    kept = errors.new_rows(batch, held_scope("j", "d", (b, b))).collect()
+    # b-1 is held for b; n-1 by a row with no origin. a-1 is held for another file, x-1 for another DAG.
+    assert sorted(r[RECORD_ID] for r in kept) == ["a-1", "c-1", "x-1"]
+    scans = [n for e in log.executions() for n in e.nodes if n.name.startswith("Scan parquet")]
+    assert [int(n.metrics["number of output rows"]) for n in scans] == [2], "read more of the table than b-1, n-1"
+    everything = errors.new_rows(batch).collect()  # no scope: every id the table holds
+    assert sorted(r[RECORD_ID] for r in everything) == ["c-1"]
 
 
 def test_a_table_nothing_was_written_to_is_not_read_for_ids(spark: Any, lake: Path) -> None:
