@@ -230,12 +230,13 @@ def _tallies(preds: dict[str, Column], col: ColumnOf = F.col, origin: Column | N
 _LOW, _HIGH = "__origin_low", "__origin_high"
 
 
-def _origin(frame: DataFrame, col: ColumnOf = F.col) -> Column | None:
+def _origin(frame: DataFrame, col: ColumnOf | None = None) -> Column | None:
     """Where each record was read (:data:`FILE`), if ``frame`` has it: a column, or packed."""
+    read = col or internals_of(frame)
     if FILE in frame.columns:
-        return col(FILE)
+        return read(FILE)
     if PACKED in frame.columns and FILE in frame.schema[PACKED].dataType.fieldNames():  # type: ignore[attr-defined]
-        return col(FILE)
+        return read(FILE)
     return None
 
 

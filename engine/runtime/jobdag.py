@@ -628,7 +628,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             written[sink.name] = by_branch.get(branch, 0)
         if self.spec.error_table and by_branch.get("error", 0):
             errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
-            origins = merged_origins(c.origins for c in published if c.by_branch.get("error", 0))
+            # the range is the counting pass's: only a persisted frame is sure to reject the same records again
+            cached = all(g.cached is not None for g in ok)
+            origins = merged_origins(c.origins for c in published if c.by_branch.get("error", 0)) if cached else None
             scope = held_scope(self.ctx.job, self.ctx.dag, origins)
             staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs, scope))
         if self.spec.replay_marks and by_branch.get("error", 0) < sum(c.read for c in published):

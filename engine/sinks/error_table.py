@@ -42,6 +42,9 @@ SCHEMA_VERSION = 3
 """2: ``record_id``; 3: ``origin``. A table of an earlier version gets the columns it lacks, null
 for its rows, at :meth:`ErrorTable.ensure`."""
 _ADDED = (RECORD_ID, ORIGIN)
+_STATS = {"delta.dataSkippingStringPrefixLength": "256"}
+"""Delta keeps the first 32 characters of a string's least and greatest value per file; paths
+differ further on: without more, the files' statistics could not skip other batches' origins."""
 _DIGEST = "__engine_record_digest"
 
 
@@ -88,17 +91,20 @@ class ErrorTable:
         # delta-rs on a local lake: an existing table costs a log read, not Spark's snapshot of it
         table = meta_table(
             spark, self.path, ERROR_TABLE_DDL, version=SCHEMA_VERSION, what="error", backend=backend, options=options
-        ).ensure()
-        if table.properties.get(VERSION_PROPERTY) != str(SCHEMA_VERSION):  # as ensure read them: no extra job
-            retry_conflicts(lambda: self._upgrade(spark), what="upgrading the error table", racing=True)
+        ).ensure(properties=_STATS)
+        wanted = {VERSION_PROPERTY: str(SCHEMA_VERSION), **_STATS}
+        if any(table.properties.get(k) != v for k, v in wanted.items()):  # as ensure read them: no extra job
+            retry_conflicts(lambda: self._upgrade(spark, wanted), what="upgrading the error table", racing=True)
 
-    def _upgrade(self, spark: SparkSession) -> None:
-        """Give a table of an earlier schema version the columns it lacks (another job may just have)."""
+    def _upgrade(self, spark: SparkSession, properties: dict[str, str]) -> None:
+        """Give a table of an earlier schema version the columns and properties it lacks (another
+        job may just have)."""
         has = set(spark.read.format("delta").load(self.path).columns)
         table = f"delta.`{self.path}`"
         if lacking := [c for c in _ADDED if c not in has]:
             spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'{c} STRING' for c in lacking)})")
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '{SCHEMA_VERSION}')")
+        settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({settings})")
 
     def new_rows(self, rows: DataFrame, scope: Column | None = None) -> DataFrame:
         """``rows`` without those whose ``record_id`` the table already holds (a table nothing was

@@ -143,11 +143,11 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=DriverService(executable_path=driver_path), options=options)
     with watching(tmp_path_factory.mktemp("browser") / "watchdog.pids") as dog:  # should pytest be killed
-        dog.track(driver.service.process.pid)
-        for browser in _children(driver.service.process.pid):  # chromium, which stops its own children
-            dog.track(browser)
-        driver.set_page_load_timeout(30)
         try:
+            dog.track(driver.service.process.pid)
+            for browser in _children(driver.service.process.pid):  # chromium, which stops its own children
+                dog.track(browser)
+            driver.set_page_load_timeout(30)
             yield driver
         finally:
             driver.quit()

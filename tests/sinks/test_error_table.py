@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
@@ -82,6 +83,7 @@ def test_an_older_table_gets_the_columns_it_lacks_and_keeps_its_rows(
     rows = table.to_pyarrow_table().to_pylist()
     held = row[8] if version == 2 else None
     assert [(r["record"], r[RECORD_ID], r[ORIGIN]) for r in rows] == [('{"id":7}', held, None)]
+    assert table.metadata().configuration["delta.dataSkippingStringPrefixLength"] == "256"
 
 
 def test_new_rows_leaves_out_the_ids_the_table_holds(spark: Any, lake: Path) -> None:
@@ -133,6 +135,19 @@ def test_a_batch_reads_only_the_held_ids_its_records_could_have(spark: Any, lake
     assert sorted(r[RECORD_ID] for r in everything) == ["c-1"]
 
 
+def test_the_files_statistics_keep_whole_origins(spark: Any, lake: Path) -> None:
+    """Delta would keep 32 characters of a string's least and greatest value per file: paths
+    differ further on, and no file of another batch could be skipped."""
+    path = str(lake / "_errors" / "j")
+    errors = ErrorTable(path)
+    errors.ensure(spark)
+    origin = "file:/landing/orders/" + "x" * 80 + "/2026-11-29/part-0001.json"
+    ddl = f"{V1_DDL}, {RECORD_ID} STRING, {ORIGIN} STRING"
+    errors.append(spark.createDataFrame([("j", "d", "r1", "in", "check", [], "{}", None, "a-1", origin)], ddl))
+    stats = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()  # an arro3 table
+    assert [(a["min.origin"], a["max.origin"]) for a in stats] == [(origin, origin)]
+
+
 def test_a_table_nothing_was_written_to_is_not_read_for_ids(spark: Any, lake: Path) -> None:
     """While the error table is as the engine created it, staging reads none of it (no Delta
     snapshot, no scan); once anything was appended, the ids it holds are read again."""
@@ -156,3 +171,34 @@ def test_never_written_is_sure_or_says_no(spark: Any, lake: Path) -> None:
     assert not never_written("s3a://bucket/errors")  # not local: unsure, so the table is read
     spark.createDataFrame([(*ROW, None)], V1_DDL).write.format("delta").mode("overwrite").save(str(lake / "ctas"))
     assert not never_written(str(lake / "ctas"))  # created with rows in its commit 0
+
+
+@pytest.mark.parametrize(
+    ("persist", "scoped"), [pytest.param("DISK_ONLY", True, id="persisted"), pytest.param("NONE", False, id="none")]
+)
+def test_a_run_reads_the_held_ids_of_its_files_range_only_from_a_persisted_frame(
+    spark: Any, lake: Path, persist: str, scoped: bool
+) -> None:
+    """The origins' range is taken by the counting pass; a frame read again by each write
+    (``persist = NONE``) might reject other records the second time, so it reads every held id.
+    Either way a file rewritten with one more bad line adds that line's record alone."""
+    from engine.state.store import InMemoryMetadataStore
+    from tests.helpers import json_job, run_with, write_jsonl
+
+    inbox = lake.parent / "in"
+    metadata = InMemoryMetadataStore()
+    job = json_job(inbox, [{"type": "check", "name": "positive", "expr": "id > 0"}], persist=persist)
+    job["sources"]["in"]["schema"] = "id BIGINT"
+    write_jsonl(inbox / "a.json", [{"id": 1}, {"id": -1}, "{"])
+    assert run_with(spark, job, lake, metadata, run=1).status == "SUCCEEDED"
+    write_jsonl(inbox / "a.json", [{"id": 1}, {"id": -1}, "{", {"id": -3}])  # read again, whole
+    write_jsonl(inbox / "b.json", [{"id": 2}, {"id": -2}, {"id": -2}])
+    log = SqlLog(spark)
+    assert run_with(spark, job, lake, metadata, run=2).status == "SUCCEEDED"
+    rows = DeltaTable(str(lake / "_errors" / "t")).to_pyarrow_table().to_pylist()
+    found = sorted((r["record"], r[ORIGIN].rsplit("/", 1)[1]) for r in rows)
+    a, b = "a.json", "b.json"
+    assert found == [("{", a), ('{"id":-1}', a), ('{"id":-2}', b), ('{"id":-2}', b), ('{"id":-3}', a)]
+    scans = [n.desc for e in log.executions() for n in e.nodes if n.name.startswith("Scan parquet")]
+    held = [d.split("DataFilters:", 1)[1].split("Format:", 1)[0] for d in scans if "record_id" in d]
+    assert held and all(("origin" in filters) == scoped for filters in held), held
