@@ -14,14 +14,16 @@ reads the new ones. After each job's first run (untimed):
 - ``empty``: nothing more in its error table (one batch's rejects);
 - ``held``: ``--held`` more ids, as if from earlier batches of files named before the new ones
   (dates, sequence numbers: names that grow);
-- ``unordered``: as many, from files whose names span the new ones' (names in no order).
+- ``unordered``: as many, from files named at random in the same folder, as the new files are
+  (a landing folder of random ids): the held names interleave the new ones.
 
 Then ``--rounds`` timed rounds, the jobs taking turns to go first. A batch reads only the held
 ids of its DAG whose ``origin`` (file) lies within its own files' range, and the files' statistics
 skip the rest (``engine.sinks.error_table.held_scope``): ``held`` should cost what ``empty``
-costs, ``unordered`` what every run cost before (all ids read). Each round's error table is read
-back with ``deltalake``: it must hold exactly the generator's rejects once per round (none of a
-batch's rejects taken for held), else exit 1. The last stdout line is a one-line JSON.
+costs, ``unordered`` about what every run cost before (most ids read and joined). Each round's
+error table is read back with ``deltalake``: it must hold exactly the generator's rejects once
+per round (none of a batch's rejects taken for held), else exit 1. The last stdout line is a
+one-line JSON.
 """
 
 from __future__ import annotations
@@ -42,36 +44,55 @@ if str(ROOT) not in sys.path:
 
 from bench.ingest_vs_handwritten import OUT, ensure_data, rotated  # noqa: E402
 from bench.ingest_vs_handwritten import run_engine as run_engine_plain  # noqa: E402
-from bench.lookup_vs_handwritten import steady_input  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SIDES = ("empty", "held", "unordered")
-EARLIER = "file:/earlier/"
-"""The held ids' origins: names that sort before the new files' (``file:/work/...``) ..."""
-SPANNING = ("file:/a/", "file:/z/")
-"""... or, alternately within each file, before and after them."""
+EARLIER = "file:///earlier/"
+"""The ``held`` side's held ids' origins: names that sort before the new files' (``file:///work/...``)."""
+HELD_RECORD = '{"held": true}'
 
 
-def add_held(spark: SparkSession, errors: Path, count: int, *, spanning: bool) -> None:
-    """``count`` more rows in the error table ``errors``, of the job's own DAG, in 8 files."""
+def steady_round(data_dir: Path, side: str, n: int) -> Path:
+    """``side``'s input directory with round ``n``'s files added (hard links to the generated
+    ones): named for the round, or at random for ``unordered``."""
+    import uuid
+
+    into = OUT / "runs" / f"growth-in-{side}"
+    into.mkdir(parents=True, exist_ok=True)
+    for part in sorted(data_dir.glob("part-*.json")):
+        name = f"{uuid.uuid4().hex}.json" if side == "unordered" else f"r{n:03d}-{part.name}"
+        (into / name).hardlink_to(part)
+    return into
+
+
+def add_held(spark: SparkSession, errors: Path, count: int, *, folder: Path | None) -> None:
+    """``count`` more rows in the error table ``errors``, of the job's own DAG, in 8 files: of
+    files named at random in ``folder``, else of files named before any new one."""
     from pyspark.sql import functions as F
 
     table = spark.read.format("delta").load(str(errors))
     first = table.first()
     assert first is not None, "the first run rejected nothing"
     ids = spark.range(count)
-    alternate = F.when(F.col("id") % 2 == 0, F.lit(SPANNING[0])).otherwise(F.lit(SPANNING[1]))
-    prefix = alternate if spanning else F.lit(EARLIER)
+    digest = F.sha2(F.col("id").cast("string"), 256)
+    if folder is None:
+        origin = F.concat(F.lit(EARLIER), F.format_string("part-%05d.json", F.col("id") % 1000))
+    else:  # ~1000 files' names, in no order, among the new ones'
+        origin = F.concat(
+            F.lit(f"file://{folder}/"),  # as Spark names the files it reads
+            F.substring(F.sha2((F.col("id") % 1000).cast("string"), 256), 1, 32),
+            F.lit(".json"),
+        )
     made = {
         "job": F.lit(first["job"]),
         "dag": F.lit(first["dag"]),
-        "record": F.lit('{"held": true}'),
-        "record_id": F.concat(F.sha2(F.col("id").cast("string"), 256), F.lit("-1")),
-        "origin": F.concat(prefix, F.format_string("part-%05d.json", F.col("id") % 1000)),
+        "record": F.lit(HELD_RECORD),
+        "record_id": F.concat(digest, F.lit("-1")),
+        "origin": origin,
     }
-    rows = ids.select(*[(made.get(f.name) or F.lit(None)).cast(f.dataType).alias(f.name) for f in table.schema])
+    rows = ids.select(*[made.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in table.schema])
     rows.repartition(8).write.format("delta").mode("append").save(str(errors))
 
 
@@ -79,8 +100,8 @@ def batch_rejects(errors: Path) -> int:
     """The error table's rows of the runs' own batches (not the held ones), read with ``deltalake``."""
     from deltalake import DeltaTable
 
-    origins = DeltaTable(str(errors)).to_pyarrow_table(columns=["origin"]).column("origin").to_pylist()
-    return sum(1 for o in origins if o is not None and not o.startswith((EARLIER, *SPANNING)))
+    records = DeltaTable(str(errors)).to_pyarrow_table(columns=["record"]).column("record").to_pylist()
+    return sum(1 for r in records if r != HELD_RECORD)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,13 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for n in range(args.rounds + 1):
         for side in rotated(list(SIDES), n):
-            into, _ = steady_input(data_dir, side, n)
+            into = steady_round(data_dir, side, n)
             started = time.perf_counter()
             outputs = run_engine_plain(spark, str(into), OUT / "runs" / f"growth-{side}", "DISK_ONLY", stores[side])
             took = time.perf_counter() - started
             if n == 0:
                 if side != "empty":
-                    add_held(spark, outputs.errors, args.held, spanning=side == "unordered")
+                    add_held(spark, outputs.errors, args.held, folder=into if side == "unordered" else None)
             else:
                 seconds[side].append(took)
             found, wanted = batch_rejects(outputs.errors), manifest["errors"] * (n + 1)
