@@ -218,12 +218,12 @@ class Fork:
 
 def _tallies(preds: dict[str, Column], col: ColumnOf = F.col, origin: Column | None = None) -> list[Column]:
     """The aggregates a count of every branch takes: records read, dropped, and each branch's;
-    with ``origin``, the least and greatest origin of the rejected records too."""
+    with ``origin``, the least and greatest origin of the rejected records too. A finalized frame
+    keeps the origin of rejected records alone (:func:`~engine.converters.frame.finalize`), so
+    those are the whole column's: no predicate to evaluate again for every record (in an
+    observation, row by row). Any other frame gives a wider range, which only reads more."""
     sums = [F.sum(p.cast("long")).alias(n) for n, p in preds.items()]
-    spans = []
-    if origin is not None and "error" in preds:
-        rejected = F.when(preds["error"], origin)
-        spans = [F.min(rejected).alias(_LOW), F.max(rejected).alias(_HIGH)]
+    spans = [] if origin is None else [F.min(origin).alias(_LOW), F.max(origin).alias(_HIGH)]
     return [F.count(F.lit(1)).alias("__read"), F.sum(col(DROPPED).cast("long")).alias("__dropped"), *sums, *spans]
 
 
