@@ -101,7 +101,7 @@ class Fork:
         """One pass over ``frame`` counting every branch (this also fills the persisted cache)."""
         if self.quality.gates:
             return self._gated(frame, preds, [], [""])[""]
-        row = frame.agg(*self._tallies(preds, origin=_origin(frame))).first()
+        row = frame.agg(*self._tallies(preds, frame)).first()
         assert row is not None
         return self._counts(row.asDict())
 
@@ -118,8 +118,7 @@ class Fork:
         if self._names_internals:  # its SQL reads them by name: they must be columns of their own
             frame = unpacked(frame)
         col = internals_of(frame)
-        tallies = self._tallies(self.predicates(None, col), col, origin=_origin(frame, col))
-        return frame.observe(observation, *tallies), observation
+        return frame.observe(observation, *self._tallies(self.predicates(None, col), frame, col)), observation
 
     @property
     def _names_internals(self) -> bool:
@@ -142,8 +141,7 @@ class Fork:
             return {only: self.count(frame, preds)}
         if self.quality.gates:
             return self._gated(frame, preds, [F.col(DATASET)], datasets or [])
-        tallies = self._tallies(preds, origin=_origin(frame))
-        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*tallies).collect()
+        rows = frame.groupBy(F.col(DATASET).alias("__dataset")).agg(*self._tallies(preds, frame)).collect()
         out = {}
         for row in rows:
             values = row.asDict()
@@ -167,7 +165,7 @@ class Fork:
         )
         keys = [*(c.alias("__dataset") for c in by), valid.alias("__valid")]
         gates = self.quality.gate_columns(masked)
-        rows = masked.groupBy(*keys).agg(*self._tallies(preds, origin=_origin(masked)), *gates).collect()
+        rows = masked.groupBy(*keys).agg(*self._tallies(preds, masked), *gates).collect()
         totals: dict[str, dict[str, Any]] = {d: {"__read": 0} for d in datasets}
         of_valid: dict[str, dict[str, Any]] = {}  # each dataset's gate values, from its valid records
         spans: dict[str, list[Origins | None]] = {}  # each dataset's origins, from both its groups
@@ -191,8 +189,11 @@ class Fork:
             out[dataset] = replace(self._counts(values), gates=of_valid.get(dataset, empty or {}), origins=origins)
         return out
 
-    def _tallies(self, preds: dict[str, Column], col: ColumnOf = F.col, *, origin: Column | None) -> list[Column]:
-        return [*_tallies(preds, col, origin), *self.quality.rule_columns(col)]
+    def _tallies(self, preds: dict[str, Column], frame: DataFrame, col: ColumnOf | None = None) -> list[Column]:
+        """The aggregates that count ``frame``'s branches (:func:`_tallies`) and its rules, the
+        engine's columns read with ``col`` (by default, as ``frame`` holds them)."""
+        read = col or internals_of(frame)
+        return [*_tallies(preds, read, _origin(frame, read)), *self.quality.rule_columns(read)]
 
     def _counts(self, values: dict[str, Any]) -> BranchCounts:
         """:meth:`_tallies`' values as counts."""
@@ -230,14 +231,11 @@ def _tallies(preds: dict[str, Column], col: ColumnOf = F.col, origin: Column | N
 _LOW, _HIGH = "__origin_low", "__origin_high"
 
 
-def _origin(frame: DataFrame, col: ColumnOf | None = None) -> Column | None:
-    """Where each record was read (:data:`FILE`), if ``frame`` has it: a column, or packed."""
-    read = col or internals_of(frame)
-    if FILE in frame.columns:
-        return read(FILE)
-    if PACKED in frame.columns and FILE in frame.schema[PACKED].dataType.fieldNames():  # type: ignore[attr-defined]
-        return read(FILE)
-    return None
+def _origin(frame: DataFrame, col: ColumnOf) -> Column | None:
+    """Where each record was read (:data:`FILE`, read with ``col``), if ``frame`` has it: a
+    column, or packed."""
+    packed_file = PACKED in frame.columns and FILE in frame.schema[PACKED].dataType.fieldNames()  # type: ignore[attr-defined]
+    return col(FILE) if FILE in frame.columns or packed_file else None
 
 
 def _popped_origins(values: dict[str, Any]) -> Origins | None:
