@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import pyspark
 
-from tests.watchdog import Watchdog
+from tests.watchdog import Watchdog, stat_fields
 
 HOST = "127.0.0.1"
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -50,15 +50,10 @@ def free_port() -> int:
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of a process group, from /proc."""
     members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # the command name (2nd field) may hold spaces and parentheses: split after its closing one
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # the process ended while we looked
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state != "Z":
-            members.append(int(stat.parent.name))
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = stat_fields(int(entry.name))
+        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":  # None: it ended while we looked
+            members.append(int(entry.name))
     return members
 
 

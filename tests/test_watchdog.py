@@ -18,17 +18,15 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import group_members
-from tests.watchdog import Watchdog
+from tests.watchdog import Watchdog, stat_fields
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _gone(pid: int) -> bool:
     """No such process, or a zombie (its parent died; init reaps it in its own time)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
-    except OSError:
-        return True
+    fields = stat_fields(pid)
+    return fields is None or fields[0] == "Z"
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 30) -> bool:

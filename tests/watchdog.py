@@ -96,13 +96,20 @@ class Watchdog:
             self._proc.wait(timeout=10)
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces and
+    parentheses): the state first, the process group third, the start time twentieth; ``None``
+    for no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _start_time(pid: int) -> str:
     """When ``pid`` started, in clock ticks since boot (field 22 of ``/proc/<pid>/stat``)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return stat.rsplit(") ", 1)[1].split()[19]  # the command name (field 2) may hold spaces
+    fields = stat_fields(pid)
+    return "gone" if fields is None else fields[19]
 
 
 @contextlib.contextmanager
