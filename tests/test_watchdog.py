@@ -82,6 +82,33 @@ def test_a_killed_process_leaves_neither_its_processes_nor_their_directory(tmp_p
     )
 
 
+def test_a_tree_is_stopped_with_the_processes_it_started_in_sessions_of_their_own(tmp_path: Path) -> None:
+    """As the flow service starts its executions: each in a session of its own, which outlives
+    the service (a signal to the service's group would miss them)."""
+    said = _killed_after(
+        f"""
+        import json, subprocess, sys, time
+        from pathlib import Path
+        from tests.watchdog import Watchdog
+        dog = Watchdog(Path({str(tmp_path / "watchdog.pids")!r}))
+        starts = "import subprocess, time; subprocess.Popen(['sleep', '600'], start_new_session=True); time.sleep(600)"
+        service = subprocess.Popen([sys.executable, "-c", starts])
+        dog.track(service.pid, tree=True)
+        time.sleep(0.5)  # its execution started
+        execution = int(open(f"/proc/{{service.pid}}/task/{{service.pid}}/children").read().split()[0])
+        session = open(f"/proc/{{execution}}/stat").read().rsplit(")", 1)[1].split()[3]
+        print(json.dumps({{"service": service.pid, "execution": execution, "session": int(session)}}), flush=True)
+        time.sleep(600)
+        """,
+        tmp_path,
+    )
+    service, execution = int(str(said["service"])), int(str(said["execution"]))
+    assert said["session"] == execution  # a session of its own: it leads it
+    assert _eventually(lambda: _gone(service) and _gone(execution)), (
+        f"left: service {not _gone(service)}, execution {not _gone(execution)}"
+    )
+
+
 def test_a_pid_given_to_another_process_is_left_alone(tmp_path: Path) -> None:
     bystander = subprocess.Popen(["sleep", "600"])
     try:

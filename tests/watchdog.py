@@ -9,8 +9,9 @@ A :class:`Watchdog` is a ``sh`` process in a session of its own that blocks read
 only writer is this Python process. Stopping the server normally disarms it: a line on the pipe,
 and the watchdog exits doing nothing. However else this process ends, the kernel closes the pipe,
 the read ends without a line, and the watchdog runs the cleanup: the ``stop`` command (``pg_ctl
-stop``), then SIGTERM to every process (or process group) it was told of, SIGKILL to what is left
-after a grace period, and the directory removed.
+stop``), then SIGTERM to every process (or process group) it was told of, and to every process
+under one tracked with its tree (the flow service's executions run in sessions of their own, which
+outlive the service), SIGKILL to what is left after a grace period, and the directory removed.
 
 The pipe's write end is not inheritable, so a server started later does not hold it open; a child
 forked from pytest (``os.fork``) would, and delays the cleanup until that child ends too."""
@@ -36,12 +37,34 @@ ours() {{  # $1: a pid, or a process group as -pgid; $2: the start time of that 
   [ -r "/proc/$q/stat" ] || {{ [ "$1" != "$q" ]; return; }}  # a group may outlive its leader; a pid is gone
   [ "$(started "$q")" = "$2" ]  # not a new process that was given a freed pid
 }}
-signal() {{ while read -r p t; do ours "$p" "$t" && kill "-$1" "$p" 2>/dev/null; done < {pids}; }}
+table() {{  # "pid parent start" of every process
+  for s in /proc/[0-9]*/stat; do
+    {{ read -r line < "$s"; }} 2>/dev/null || continue
+    p=${{line%% *}}
+    set -- ${{line##*) }}
+    echo "$p $2 ${{20}}"
+  done
+}}
+under() {{  # $1: a pid; "pid start" of every process under it, found while they all still run
+  table > {pids}.table
+  found=" $1 " more=1
+  while [ $more = 1 ]; do
+    more=0
+    while read -r p pp t; do
+      case "$found" in *" $p "*) continue ;; *" $pp "*) found="$found$p " more=1; echo "$p $t" ;; esac
+    done < {pids}.table
+  done
+}}
+signal() {{ while read -r p t; do ours "$p" "$t" && kill "-$1" "$p" 2>/dev/null; done < {pids}.all; }}
 alive() {{
-  while read -r p t; do ours "$p" "$t" && kill -0 "$p" 2>/dev/null && return 0; done < {pids}
+  while read -r p t; do ours "$p" "$t" && kill -0 "$p" 2>/dev/null && return 0; done < {pids}.all
   return 1
 }}
 if [ -f {pids} ]; then
+  while read -r p t; do  # +pid: that process and its tree
+    echo "${{p#+}} $t"
+    case $p in +*) ours "${{p#+}}" "$t" && under "${{p#+}}" ;; esac
+  done < {pids} > {pids}.all
   signal TERM
   i=0
   while alive && [ $i -lt {ticks} ]; do sleep 0.2; i=$((i + 1)); done
@@ -78,11 +101,15 @@ class Watchdog:
         finally:
             os.close(read)
 
-    def track(self, pid: int, *, group: bool = False) -> None:
-        """Stop ``pid`` (its whole process group when ``group``: ``pid`` leads it) if this process
-        dies. Its start time goes with it: a pid freed and given to another process is left alone."""
+    def track(self, pid: int, *, group: bool = False, tree: bool = False) -> None:
+        """Stop ``pid`` (its whole process group when ``group``: ``pid`` leads it; with ``tree``,
+        every process under it too, whatever its session, as they are when the watchdog fires) if
+        this process dies. Its start time goes with it: a pid freed and given to another process is
+        left alone."""
+        assert not (group and tree), "a group or a tree, not both"
+        mark = "-" if group else "+" if tree else ""
         with self.pids.open("a") as out:
-            out.write(f"{-pid if group else pid} {_start_time(pid)}\n")
+            out.write(f"{mark}{pid} {_start_time(pid)}\n")
 
     def disarm(self) -> None:
         """The server was stopped normally: the watchdog exits and does nothing."""

@@ -71,8 +71,9 @@ class Served:
                 stderr=subprocess.STDOUT,
                 env=self.env,
             )
-        self.watchdog = Watchdog(self.log.with_suffix(".pids"))  # stops the service should pytest be killed
-        self.watchdog.track(self.proc.pid)
+        # should pytest be killed: stops the service, and its executions (sessions of their own)
+        self.watchdog = Watchdog(self.log.with_suffix(".pids"))
+        self.watchdog.track(self.proc.pid, tree=True)
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
@@ -144,16 +145,8 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     driver = webdriver.Chrome(service=DriverService(executable_path=driver_path), options=options)
     with watching(tmp_path_factory.mktemp("browser") / "watchdog.pids") as dog:  # should pytest be killed
         try:
-            dog.track(driver.service.process.pid)
-            for browser in _children(driver.service.process.pid):  # chromium, which stops its own children
-                dog.track(browser)
+            dog.track(driver.service.process.pid, tree=True)  # chromedriver, chromium and its children
             driver.set_page_load_timeout(30)
             yield driver
         finally:
             driver.quit()
-
-
-def _children(pid: int) -> list[int]:
-    """The direct children of ``pid`` (Linux's ``/proc``)."""
-    found = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(c) for c in found.read_text().split()] if found.exists() else []
