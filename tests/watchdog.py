@@ -133,6 +133,14 @@ def stat_fields(pid: int) -> list[str] | None:
         return None
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run (its direct children, from ``/proc``)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def _start_time(pid: int) -> str:
     """When ``pid`` started, in clock ticks since boot (field 22 of ``/proc/<pid>/stat``)."""
     fields = stat_fields(pid)

@@ -20,7 +20,7 @@ import requests
 from cryptography.fernet import Fernet
 
 from tests.e2e import REPO
-from tests.watchdog import Watchdog, watching
+from tests.watchdog import Watchdog, children, stat_fields, watching
 
 SERVE = REPO / "serve.sh"
 ARTIFACTS = Path(os.environ.get("ENGINE_TEST_ARTIFACTS", REPO / ".cache" / "test-artifacts"))
@@ -85,11 +85,18 @@ class Served:
         raise AssertionError(f"the service did not start: {self.log.read_text()}")
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop the service. The executions it started go on without it (by design): its
+        watchdog keeps them, and stops those still running should pytest end or be killed."""
         assert self.proc is not None
+        executions = children(self.proc.pid)
         self.proc.send_signal(sig)
         code = self.proc.wait(timeout=30)
         if self.watchdog is not None:
-            self.watchdog.disarm()
+            left = [pid for pid in executions if stat_fields(pid) is not None]
+            for pid in left:
+                self.watchdog.track(pid, tree=True)
+            if not left:
+                self.watchdog.disarm()
         return code
 
     def stop_gracefully(self) -> None:
