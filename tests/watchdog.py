@@ -134,11 +134,13 @@ def stat_fields(pid: int) -> list[str] | None:
 
 
 def children(pid: int) -> list[int]:
-    """The processes ``pid`` started that still run (its direct children, from ``/proc``)."""
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    """The processes ``pid`` started that still run (its direct children, from ``/proc``): those
+    of each of its threads (the service starts executions from its request threads)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            found += [int(c) for c in task.read_text().split()]
+    return found
 
 
 def _start_time(pid: int) -> str:
