@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,9 +67,10 @@ def delta_ids(path: Path, column: str = "id") -> list[Any]:
     return sorted(DeltaTable(str(path)).to_pyarrow_table().column(column).to_pylist())
 
 
-def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+def run_cli(jobs_dir: Path, *args: str, env: Mapping[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
     """The command line ``./spark-submit.sh <args>`` runs, in this process (the test session's
-    Spark, jobs from ``jobs_dir``): its exit code, its last stdout line parsed, and its stderr."""
+    Spark, jobs from ``jobs_dir``, the environment with ``env``): its exit code, its last stdout
+    line parsed, and its stderr, then its stdout."""
     import contextlib
     import io
     import os
@@ -80,8 +81,9 @@ def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
 
     session = SparkSession.getActiveSession()
     shuffle = session.conf.get("spark.sql.shuffle.partitions") if session else None
-    saved = os.environ.get("ENGINE_JOBS_DIR")
-    os.environ["ENGINE_JOBS_DIR"] = str(jobs_dir)
+    given = {"ENGINE_JOBS_DIR": str(jobs_dir), **(env or {})}
+    saved = {k: os.environ.get(k) for k in given}
+    os.environ.update(given)
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -89,10 +91,11 @@ def run_cli(jobs_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     finally:
         if session is not None and shuffle is not None:  # the engine's Spark profile sets its own
             session.conf.set("spark.sql.shuffle.partitions", shuffle)
-        if saved is None:
-            os.environ.pop("ENGINE_JOBS_DIR", None)
-        else:
-            os.environ["ENGINE_JOBS_DIR"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     lines = out.getvalue().strip().splitlines()
     return code, json.loads(lines[-1]) if lines else {}, err.getvalue() + out.getvalue()
 
