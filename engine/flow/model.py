@@ -4,13 +4,19 @@ packs and templates, and the flow graph (data nodes, flow edges, executors). No 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic_core import PydanticCustomError
+
+from engine.flow import limits
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 """A flow group or name, a node, edge, executor, pack or template name: it becomes part of job
 and DAG names and of file paths."""
+DATASET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+"""A dataset a flow lists: one name, never a path (it is placed into the templates' paths, so
+``..``, ``/`` or a leading ``.`` would lead elsewhere)."""
 
 
 class _Strict(BaseModel):
@@ -23,19 +29,41 @@ def _named(value: str, what: str) -> str:
     return value
 
 
+def _dataset(value: str) -> str:
+    if not DATASET.fullmatch(value):
+        raise PydanticCustomError(
+            "dataset_name",
+            "dataset `{value}`: a dataset is a name (letters, digits, `_`, `.` and `-`, not `.` or `-` first), "
+            "not a path: templates place it into their paths",
+            {"value": value},
+        )
+    return value
+
+
+Dataset = Annotated[str, StringConstraints(max_length=limits.MAX_DATASET), AfterValidator(_dataset)]
+Reference = Annotated[str, StringConstraints(max_length=limits.MAX_REFERENCE)]
+"""A data node, executor or template a flow names (checked against the topology afterwards)."""
+
+
 class FlowConf(_Strict):
     """A flow (the seed's FlowConfig): move ``datasets`` from the ``source`` data node to each of
     the ``destinations``, or run the ``templateUris`` in order. ``flowGroup``/``flowName`` default
-    to the file's place, ``jobs/flows/<flowGroup>/<flowName>.conf``."""
+    to the file's place, ``jobs/flows/<flowGroup>/<flowName>.conf``.
 
-    flow_group: str | None = Field(default=None, alias="flowGroup")
+    Every value is taken only as its own type (``strict``): ``"yes"`` or ``1`` is no boolean and
+    ``4.0`` no count, as a flow arrives from anyone the flow service lets in. The sizes are
+    :mod:`engine.flow.limits`'s."""
+
+    model_config = ConfigDict(strict=True)
+
+    flow_group: str | None = Field(default=None, alias="flowGroup", max_length=limits.MAX_GROUP)
     """The flow's group (a namespace); with ``flowName`` it is the flow's key."""
-    flow_name: str | None = Field(default=None, alias="flowName")
+    flow_name: str | None = Field(default=None, alias="flowName", max_length=limits.MAX_NAME)
     """The flow's name, unique in its group."""
-    description: str = ""
-    owner: str | None = None
+    description: str = Field(default="", max_length=limits.MAX_DESCRIPTION)
+    owner: str | None = Field(default=None, max_length=limits.MAX_OWNER)
     """The principal the flow runs as: a template pack must allow it (``principals``)."""
-    schedule: str = ""
+    schedule: str = Field(default="", max_length=limits.MAX_SCHEDULE)
     """A cron expression (``0 * * * *``), or empty for a flow run on demand; the flow service
     schedules it."""
     catchup: bool = False
@@ -43,21 +71,21 @@ class FlowConf(_Strict):
     resumes (true) or skip them (false); either way the flow's schedule status says so."""
     run_immediately: bool = Field(default=False, alias="runImmediately")
     """Run once as soon as the flow is created or changed (the flow service)."""
-    template_uris: list[str] = Field(default=[], alias="templateUris")
+    template_uris: list[Reference] = Field(default=[], alias="templateUris", max_length=limits.MAX_TEMPLATES)
     """``<pack>/<template>`` names. Without ``source``: the hops, run in this order on
     ``executor``. With ``source``: only edges whose templates are all listed may be used."""
-    source: str | None = None
+    source: Reference | None = None
     """The data node the datasets come from."""
-    destinations: list[str] = Field(default_factory=list)
+    destinations: list[Reference] = Field(default_factory=list, max_length=limits.MAX_DESTINATIONS)
     """The data nodes they go to; hops shared by several destinations run once."""
-    datasets: list[str] = Field(default_factory=list)
-    """The datasets to move, given to each template as ``${params.datasets}``."""
+    datasets: list[Dataset] = Field(default_factory=list, max_length=limits.MAX_DATASETS)
+    """The datasets to move, given to each template as ``${params.datasets}``: names, never paths."""
     properties: dict[str, Any] = Field(default_factory=dict)
     """Template parameters; they win over the edges' and the nodes' (README "Flows")."""
-    executor: str | None = None
+    executor: Reference | None = None
     """A flow without ``source`` (``templateUris`` only): the executor its hops run on; None:
     ``local``."""
-    parallelism: int = Field(default=4, ge=1)
+    parallelism: int = Field(default=4, ge=1, le=limits.MAX_PARALLELISM)
     """How many DAGs of the flow's hops run at once in this application."""
 
     @field_validator("flow_group", "flow_name")
@@ -139,9 +167,35 @@ class ExecutorConf(_Strict):
     description: str = ""
 
 
+class RootConf(_Strict):
+    """A place the hops of flows the flow service stores may read, and with ``write`` also write,
+    besides the warehouse (:mod:`engine.flow.roots`): for the hops from or into the data nodes it
+    names, for every hop of the flow groups it names, or for every hop when it names neither.
+
+    .. code-block:: hocon
+
+        roots {
+          landing { paths = ["/data/landing"], nodes = [landing] }          # read by its hops
+          sales_out { paths = ["s3a://sales-out/"], groups = [sales], write = true }
+        }
+    """
+
+    paths: list[str] = Field(min_length=1)
+    """Folders or URL prefixes (``/data/landing``, ``s3a://bucket/prefix``) and everything below
+    them; a relative one lies under the warehouse."""
+    nodes: list[str] = Field(default_factory=list)
+    """Data nodes: a hop from or into one of them may use the root."""
+    groups: list[str] = Field(default_factory=list)
+    """Flow groups: every hop of their flows may use the root."""
+    write: bool = False
+    """Whether the hops may also write there (else they only read)."""
+    description: str = ""
+
+
 class TopologyConf(_Strict):
     """The flow graph: every ``conf/topology/*.conf|yaml`` file's keys, merged."""
 
     nodes: dict[str, NodeConf] = Field(default_factory=dict)
     edges: dict[str, EdgeConf] = Field(default_factory=dict)
     executors: dict[str, ExecutorConf] = Field(default_factory=dict)
+    roots: dict[str, RootConf] = Field(default_factory=dict)
