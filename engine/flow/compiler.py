@@ -16,6 +16,11 @@ A hop's parameters, lowest precedence first, merged key by key:
 4. the flow's ``properties``;
 5. the built-ins: ``flow`` (``group``, ``name``, ``owner``), ``hop``, ``warehouse`` and, when the
    flow lists them, ``datasets``.
+
+A compiler made with a :class:`~engine.flow.roots.Confinement` (the flow service's, and a run of a
+flow the service stored) also refuses a hop that would read or write outside its roots, before
+compiling it reads a file outside them (:mod:`engine.flow.roots`). Every plan is checked to name
+no file longer than a file system holds (:mod:`engine.flow.limits`).
 """
 
 from __future__ import annotations
@@ -30,14 +35,16 @@ from functools import cached_property
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.flow.limits import check_fits
 from engine.flow.model import EdgeConf, FlowConf
+from engine.flow.roots import Confinement, Root, Use, blamed, raw_at, schema_files, uses
 from engine.flow.templates import Catalog, Template
 from engine.flow.topology import LOCAL, Topology, hop_names
 from engine.sources.conf import LimitsConf
 from engine.spec import JobSpec, compile_job, renamed
 from engine.spec.model import AnyDagSpec
 from engine.spec.validation import validate
-from engine.storage.paths import resolving_once
+from engine.storage.paths import StoragePath, resolving_once
 
 _UNITS = 1_000_000_000
 """Edge costs are compared in billionths: 0.1 + 0.7 ties with 0.8."""
@@ -182,6 +189,7 @@ class FlowCompiler:
         *,
         warehouse: str,
         prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        confinement: Confinement | None = None,
     ) -> None:
         self.topology = topology
         self.catalog = catalog
@@ -193,14 +201,20 @@ class FlowCompiler:
         self.prepare = prepare or (lambda job: job)
         """Applied to each filled template before it is compiled: the CLI fills in named
         connections and decrypts secrets there, as it does for a job file."""
+        self.confinement = confinement
+        """Set: each hop reads and writes only inside its roots (:mod:`engine.flow.roots`)."""
 
     def compile(
         self, raw: Mapping[str, Any], *, group: str, name: str, file: str | None, groups: tuple[str, ...] = ()
     ) -> FlowPlan:
         """``raw`` (the ``flow`` node, from ``jobs/flows/<group>/<name>``) -> its plan. ``groups``:
         the principal's groups, for the packs' ``group:<name>`` principals."""
+        if self.confinement is not None:
+            self.confinement.fresh()
         with resolving_once(self._resolved):
-            return self._plan(raw, group=group, name=name, file=file, groups=groups)
+            plan = self._plan(raw, group=group, name=name, file=file, groups=groups)
+        check_fits(plan)
+        return plan
 
     def _plan(
         self, raw: Mapping[str, Any], *, group: str, name: str, file: str | None, groups: tuple[str, ...]
@@ -382,7 +396,11 @@ class FlowCompiler:
                     key="flow.datasets" if required == "datasets" else f"flow.properties.{required}",
                     file=ctx.file,
                 )
-        job, spec = self._job(ctx, name, template, params)
+        roots = None if self.confinement is None else self.confinement.allowed(ctx.group, _ends(edge))
+        job, spec = self._job(ctx, name, template, params, roots)
+        if roots is not None:
+            for use in uses(spec):
+                self._confine(ctx, name, template, job, use, roots)
         runner = self.topology.executors[executor]
         return Hop(
             name=name,
@@ -430,7 +448,9 @@ class FlowCompiler:
         self._layers[key] = merged
         return merged
 
-    def _job(self, ctx: _Flow, hop: str, template: Template, params: dict[str, Any]) -> tuple[dict[str, Any], JobSpec]:
+    def _job(
+        self, ctx: _Flow, hop: str, template: Template, params: dict[str, Any], roots: tuple[Root, ...] | None
+    ) -> tuple[dict[str, Any], JobSpec]:
         """The hop's job config (the filled template) and its spec, compiled by
         :func:`compile_job`. What a compiler compiled is kept for the hops met again (the same
         edge in many flows) under what it was made from, with the flow file's folder (relative
@@ -440,7 +460,8 @@ class FlowCompiler:
           filled nor compiled again: the kept job config is handed out, shared);
         - else the job config after ``prepare``, as JSON (filled every time, compiled once).
 
-        A kept spec is compiled under :data:`_ANY_HOP` and :func:`renamed` for each hop."""
+        A kept spec is compiled under :data:`_ANY_HOP` and :func:`renamed` for each hop. With
+        ``roots``, the schema files the job names are checked before it is compiled (which reads them)."""
         job_name = f"{FLOW_JOB_PREFIX}.{ctx.group}.{ctx.name}.{hop}"
         inputs = template.parsed.inputs(params)
         by_inputs = (template.uri, ctx.folder, "params", inputs) if inputs is not None else None
@@ -450,6 +471,9 @@ class FlowCompiler:
             return kept[0], renamed(kept[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
         job, filled_by_inputs = self._fill(hop, template, params, ctx.file)
         prepared = self.prepare(job)
+        if roots is not None:  # before compiling, which reads them
+            for use in schema_files(prepared, base=ctx.folder, datasets=ctx.flow.datasets):
+                self._confine(ctx, hop, template, prepared, use, roots)
         try:
             text = json.dumps(prepared)  # keys in order: the order of a job's DAGs is theirs
         except (TypeError, ValueError):
@@ -470,6 +494,26 @@ class FlowCompiler:
             found = (job, spec)  # a hit by the job's JSON hands out its own job: prepare may make two one
         self._keep(key, found)
         return job, renamed(found[1], job_name, compiled_as=_ANY_HOP, file=ctx.file)
+
+    def _confine(
+        self, ctx: _Flow, hop: str, template: Template, job: dict[str, Any], use: Use, roots: tuple[Root, ...]
+    ) -> None:
+        """Refuse ``use`` of hop ``hop`` outside ``roots``, naming the flow's property it was made
+        of (else the hop job's key)."""
+        assert self.confinement is not None
+        why = self.confinement.refusal(use, roots)
+        if why is None:
+            return
+        raw = raw_at(job, use.key)
+        texts = [use.path, *(str(v) for v in (raw if isinstance(raw, list) else [raw]) if v is not None)]
+        normal = StoragePath.parse(use.path).place[2]
+        shown = use.path if normal == use.path or not StoragePath.parse(use.path).is_local else f"{use.path} ({normal})"
+        raise ConfigError(
+            f"hop `{hop}` (template `{template.uri}`) would {'write' if use.write else 'read'} {shown} (`{use.key}`), "
+            f"{why}",
+            key=blamed(ctx.properties, texts) or f"hops.{hop}.{use.key}",
+            file=ctx.file,
+        )
 
     def _keep(self, key: tuple[str, str, str, str], kept: tuple[dict[str, Any], JobSpec]) -> None:
         self._kept[key] = kept
@@ -533,6 +577,11 @@ class _Flow:
     def folder(self) -> str:
         """Where the hops' relative paths are read from: the flow file's folder."""
         return os.path.dirname(self.file) if self.file else os.getcwd()
+
+
+def _ends(edge: EdgeConf | None) -> tuple[str, ...]:
+    """The data nodes an edge joins (none for a hop of listed templates)."""
+    return (edge.from_, edge.to) if edge is not None else ()
 
 
 def _unknown_node(node: str, nodes: Mapping[str, Any]) -> str:

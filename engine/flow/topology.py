@@ -1,21 +1,23 @@
 """The flow graph: data nodes, flow edges and executors, read from a directory of config files and
-checked whole (a dangling node, an unknown template or executor is a config error with its key)."""
+checked whole (a dangling node, an unknown template or executor is a config error with its key);
+and the ``roots`` where the hops of flows the flow service stores may read and write besides the
+warehouse (:mod:`engine.flow.roots`), which name known nodes and flow groups."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from engine.config.templates import ParsedTemplate
 from engine.errors import ConfigError, did_you_mean
-from engine.flow.model import NAME, EdgeConf, ExecutorConf, NodeConf, TopologyConf
+from engine.flow.model import NAME, EdgeConf, ExecutorConf, NodeConf, RootConf, TopologyConf
 from engine.spec.validation import validate
 
 SUFFIXES = (".conf", ".yaml", ".yml", ".json")
 """A generated graph is read fastest as JSON (no substitutions): pyhocon reads about 20 KB/s."""
-SECTIONS = ("nodes", "edges", "executors")
+SECTIONS = ("nodes", "edges", "executors", "roots")
 LOCAL = "local"
 """The executor a flow without ``source`` runs on unless it names one; every topology has it
 (``local[*]``) unless it defines its own."""
@@ -28,6 +30,9 @@ class Topology:
     executors: dict[str, ExecutorConf]
     files: dict[str, str]
     """``nodes.lake`` -> the file that defines it, for error messages."""
+    roots: dict[str, RootConf] = field(default_factory=dict)
+    """Where the hops of flows the service stores may read and write besides the warehouse
+    (:mod:`engine.flow.roots`)."""
 
     def file_of(self, key: str) -> str | None:
         return self.files.get(".".join(key.split(".")[:2]))
@@ -106,6 +111,23 @@ def _check(topology: Topology, templates: set[str] | None) -> None:
             if templates is not None and template not in templates:
                 raise ConfigError(_unknown("template", template, templates), key=f"{key}.templates[{i}]", file=file)
     _check_hop_names(topology)
+    _check_roots(topology)
+
+
+def _check_roots(topology: Topology) -> None:
+    """A root names known data nodes and flow groups that are names."""
+    for name, root in sorted(topology.roots.items()):
+        key, file = f"roots.{name}", topology.file_of(f"roots.{name}")
+        for i, node in enumerate(root.nodes):
+            if node not in topology.nodes:
+                raise ConfigError(_unknown("data node", node, topology.nodes), key=f"{key}.nodes[{i}]", file=file)
+        for i, group in enumerate(root.groups):
+            if not NAME.fullmatch(group):
+                raise ConfigError(
+                    f"`{group}` is not a flow group's name (letters, digits, `_` and `-`, not first)",
+                    key=f"{key}.groups[{i}]",
+                    file=file,
+                )
 
 
 def _check_hop_names(topology: Topology) -> None:
