@@ -305,9 +305,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         return preds
 
     def _chain(self, read: DataFrame) -> DataFrame:
+        """The converters, then what the sinks reject (a merge's repeated keys), finalized."""
         frame = to_frame(read, corrupt_column=CORRUPT_RECORD, reason_column=CORRUPT_REASON)
         for step in self.steps:
             frame = step.apply(frame)
+        branches = self.fork.predicates(None)
+        for sink in self.sinks:
+            frame = sink.rejecting(frame, branches[sink.conf.from_])
         return finalize(frame)
 
     # -- running -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from engine.sinks.conf import SinkConf
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from engine.commit.batch import BatchRef, Staged
     from engine.storage.hadoop import HadoopFs
@@ -34,6 +34,43 @@ class Sink(ABC):
 
     @abstractmethod
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged: ...
+
+    def check_repeats(self, df: DataFrame) -> None:
+        """Raise :class:`~engine.errors.ConfigError` if ``duplicates = last_by`` names a column the
+        branch ``df`` does not have."""
+        per = self.conf.one_row_per()
+        missing = [c for c in per.rule.last_by if c not in df.columns] if per else []
+        if per and missing:
+            from engine.errors import ConfigError
+
+            raise ConfigError(
+                f"sink `{self.name}`: `duplicates = {per.rule}` orders by `{missing[0]}`, which branch "
+                f"`{self.conf.from_}` does not have; columns: {', '.join(df.columns)}",
+                key=f"{self.key}.duplicates",
+            )
+
+    def rejecting(self, frame: DataFrame, in_branch: Column) -> DataFrame:
+        """The chain's ``frame`` (not finalized) with the records of the sink's branch (where
+        ``in_branch`` holds) that it cannot take rejected: for a sink holding one row per key with
+        ``duplicates = reject``, the records of a key that differ (:mod:`engine.sinks.repeats`)."""
+        per = self.conf.one_row_per()
+        if per is None or per.rule.action != "reject" or self.conf.from_ == "error":
+            return frame
+        if any(c not in frame.columns for c in per.columns):  # the sink's check names the one missing
+            return frame
+        from engine.sinks.repeats import rejecting
+
+        return rejecting(frame, sink=self.name, per=per, in_branch=in_branch)
+
+    def one_per_key(self, df: DataFrame) -> DataFrame:
+        """``df`` as a sink holding one row per key stages it (:func:`engine.sinks.repeats.one_per_key`);
+        as it is for any other sink."""
+        per = self.conf.one_row_per()
+        if per is None:
+            return df
+        from engine.sinks.repeats import one_per_key
+
+        return one_per_key(df, sink=self.name, per=per)
 
     def locations(self, dag: str) -> dict[str, object]:
         """What its commit steps (in DAG ``dag``) need that they may not store (a login), by the key

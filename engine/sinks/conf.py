@@ -23,6 +23,47 @@ re-read range, the same rows (idempotent), the records printed again, or nobody 
 
 
 @dataclass(frozen=True)
+class Repeats:
+    """What a sink that holds one row per key does with a batch's rows that share a key (its
+    ``duplicates``, :mod:`engine.sinks.repeats`): ``reject`` them into the error table, ``fail``
+    the batch, or keep the last row by the ``last_by`` columns. Rows that are the same in every
+    column are one row whatever the rule: keeping one of them is no guess."""
+
+    action: Literal["reject", "fail", "last_by"]
+    last_by: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Repeats:
+        """``reject``, ``fail`` or ``last_by <column>[, <column> ...]``; a ``ValueError`` saying
+        what is allowed otherwise."""
+        word, _, rest = text.strip().partition(" ")
+        columns = tuple(c.strip("`") for c in rest.replace(",", " ").split())
+        if word in ("reject", "fail") and not columns:
+            return cls("reject" if word == "reject" else "fail")
+        if word == "last_by" and columns:
+            return cls("last_by", columns)
+        raise ValueError(
+            "`duplicates` is `reject`, `fail` or `last_by <column>` (the row greatest by that column is "
+            f"kept), not `{text}`"
+        )
+
+    def __str__(self) -> str:
+        return f"last_by {', '.join(self.last_by)}" if self.action == "last_by" else self.action
+
+
+@dataclass(frozen=True)
+class OneRowPer:
+    """What a sink holds one row of per value (:meth:`SinkConf.one_row_per`)."""
+
+    columns: list[str]
+    """The key (and, for change events, the sequence)."""
+    rule: Repeats
+    """What it does with a batch's rows that repeat a value."""
+    what: str
+    """Said in messages: ``a merge keeps one row per key``."""
+
+
+@dataclass(frozen=True)
 class OnReplay:
     """What a sink does with a range read again (``mode=checkpoint`` moved a watermark back: the
     range is a new batch, so exactly-once per batch does not spare the sink)."""
@@ -48,6 +89,11 @@ class SinkConf(PluginConf):
     def on_replay(self) -> OnReplay:
         """What a range read again does to this sink; unknown unless the sink says."""
         return OnReplay(self.type, "UNKNOWN", "receives the records again: duplicates unless it is idempotent")
+
+    def one_row_per(self) -> OneRowPer | None:
+        """The columns of whose values this sink holds one row each (a merge's or an upsert's
+        keys), and what it does with a batch's rows that repeat them; ``None``: it takes every row."""
+        return None
 
 
 class TableSinkConf(SinkConf):
@@ -130,9 +176,11 @@ class DeltaSinkConf(TableSinkConf):
 
     ``apply_changes`` (:mod:`engine.commit.changes`): the events of one key apply in
     ``sequence_by`` order, in one batch and across batches; an event whose sequence is not
-    greater than the table's for its key changes nothing (a late event never overwrites). Of
-    several events of one key with one sequence, a delete wins, then the row greatest by its
-    other columns (an exact repeat is one event)."""
+    greater than the table's for its key changes nothing (a late event never overwrites).
+
+    A ``merge`` holds one row per key, and ``apply_changes`` one event per key and sequence: of a
+    batch's rows that repeat one, ``duplicates`` says which is kept (an exact repeat of a whole row
+    is one row): by default none, they are rejected into the error table (:class:`Repeats`)."""
 
     type: Literal["delta"]
     sequence_by: str | None = None
@@ -153,6 +201,13 @@ class DeltaSinkConf(TableSinkConf):
     a deleted key's tombstone (its key and the delete's sequence, kept beside the table) refuses
     a late event older than the delete, which would otherwise insert the key again. A tombstone
     goes with a later batch that deletes, once older than this; ``0``: none is kept."""
+    duplicates: str = "reject"
+    """``merge`` (rows of one key) and ``apply_changes`` (events of one key with one
+    ``sequence_by``): what to do with a batch's rows that repeat one, an exact repeat of a whole row
+    being one row. ``reject`` them all into the error table, the reason naming the key (the
+    default; a key repeated across two datasets of one batch fails it instead); ``fail`` the batch;
+    ``last_by <column>`` (or several, ``last_by updated_at, seq``): keep the row greatest by those
+    columns (rows tied on them that differ fail the batch)."""
     schema_: Literal["evolve", "freeze", "rescue"] = Field(default="evolve", alias="schema")
     """When the batch's columns differ from the table's (:mod:`engine.sinks.contract`):
     ``evolve`` adds new columns, ``freeze`` refuses any change, ``rescue`` keeps the table's
@@ -168,8 +223,24 @@ class DeltaSinkConf(TableSinkConf):
             raise ValueError("`tombstone_retention` is a duration: 0 or more")
         return seconds
 
+    @field_validator("duplicates")
+    @classmethod
+    def _repeats(cls, value: str) -> str:
+        return str(Repeats.parse(value))
+
+    def one_row_per(self) -> OneRowPer | None:
+        rule = Repeats.parse(self.duplicates)
+        if self.mode == "merge":
+            return OneRowPer(list(self.keys), rule, "a merge keeps one row per key")
+        if self.mode == "apply_changes":
+            assert self.sequence_by is not None
+            return OneRowPer([*self.keys, self.sequence_by], rule, "apply_changes takes one event per key and sequence")
+        return None
+
     @model_validator(mode="after")
     def _changes_need_a_sequence(self) -> DeltaSinkConf:
+        if "duplicates" in self.model_fields_set and self.mode not in ("merge", "apply_changes"):
+            raise ValueError("`duplicates` is only used with mode `merge` or `apply_changes` (on `keys`)")
         if "tombstone_retention" in self.model_fields_set and (
             self.mode != "apply_changes" or self.scd != 1 or self.soft_delete or not self.delete_when
         ):
@@ -246,8 +317,9 @@ class JdbcSinkConf(SinkConf):
     - ``append``: insert the rows. ``overwrite``: delete every row, then insert (one transaction).
     - ``upsert``: update the rows whose ``keys`` match, insert the others (PostgreSQL:
       ``INSERT ... ON CONFLICT (keys) DO UPDATE``, which needs a unique index on ``keys``; other
-      databases: ``MERGE``). Rows of one batch with the same keys are reduced to one first: the
-      largest ``sequence_by`` wins (an arbitrary one without it).
+      databases: ``MERGE``). Rows of one batch with the same keys are one row if they are the same
+      in every column; otherwise ``duplicates`` decides (by default they are rejected into the
+      error table; ``sequence_by = v`` is ``duplicates = last_by v``).
 
     .. code-block:: hocon
 
@@ -274,7 +346,12 @@ class JdbcSinkConf(SinkConf):
     keys: list[str] = Field(default_factory=list)
     """The columns that identify a row, for ``mode = upsert``."""
     sequence_by: str | None = None
-    """``upsert``: of a batch's rows with the same keys, the one with the largest value here wins."""
+    """``upsert``: of a batch's rows with the same keys, the one with the largest value here wins
+    (the same as ``duplicates = last_by <column>``)."""
+    duplicates: str = "reject"
+    """``upsert``: what to do with a batch's rows that share the keys, an exact repeat of a whole
+    row being one row: ``reject`` them all into the error table (the default), ``fail`` the batch,
+    or ``last_by <column>``: keep the row greatest by that column (:class:`DeltaSinkConf`'s)."""
     control_table: str = "engine_batches"
     """Where published batches are recorded (in the target's database; ``schema.table`` or ``table``)."""
     batch_size: int = Field(default=10_000, ge=1)
@@ -299,7 +376,22 @@ class JdbcSinkConf(SinkConf):
             raise ValueError("`keys` is only used with mode `upsert`")
         if self.sequence_by is not None and self.mode != "upsert":
             raise ValueError("`sequence_by` is only used with mode `upsert`")
+        if "duplicates" in self.model_fields_set and self.mode != "upsert":
+            raise ValueError("`duplicates` is only used with mode `upsert`")
+        if self.sequence_by is not None and "duplicates" in self.model_fields_set:
+            raise ValueError("give `sequence_by` or `duplicates = last_by <column>`, not both")
         return self
+
+    @field_validator("duplicates")
+    @classmethod
+    def _repeats(cls, value: str) -> str:
+        return str(Repeats.parse(value))
+
+    def one_row_per(self) -> OneRowPer | None:
+        if self.mode != "upsert":
+            return None
+        rule = Repeats("last_by", (self.sequence_by,)) if self.sequence_by else Repeats.parse(self.duplicates)
+        return OneRowPer(list(self.keys), rule, "an upsert keeps one row per key")
 
     def lineage(self) -> list[DatasetName]:
         return [of_jdbc(self.url, self.table.replace('"', ""))]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
@@ -56,6 +55,8 @@ class JdbcSink(Sink):
                     f"sink `{self.name}`: {', '.join(missing)} not in the branch; columns: {', '.join(df.columns)}",
                     key=f"{self.key}.{key}",
                 )
+        if c.sequence_by is None:
+            self.check_repeats(df)
         if c.mode == "upsert" and scheme(c.url) not in UPSERTS:
             raise ConfigError(
                 f"sink `{self.name}`: mode upsert knows the SQL of {', '.join(sorted(UPSERTS))}, not `{scheme(c.url)}`",
@@ -93,7 +94,7 @@ class JdbcSink(Sink):
         staging = self.staging_table(app_id, batch.number)
         with self._database(df) as db:
             db.ensure_control(c.control_table)
-        frame = self._one_per_key(df) if c.mode == "upsert" else df
+        frame = self.one_per_key(df)  # an upsert's keys: each once
         if c.partitions:
             frame = frame.repartition(c.partitions)
         frame = frame.withColumn(ROW_ID, F.monotonically_increasing_id())  # fixed by the staged frame
@@ -132,14 +133,6 @@ class JdbcSink(Sink):
         digest = hashlib.sha256(f"{app_id}:{batch}".encode()).hexdigest()[:16]
         schema = self.conf.table.rsplit(".", 1)[0] + "." if "." in self.conf.table else ""
         return f"{schema}engine_stage_{digest}"
-
-    def _one_per_key(self, df: DataFrame) -> DataFrame:
-        """One row per key: the largest ``sequence_by`` (any one without it)."""
-        keys = list(self.conf.keys)
-        if self.conf.sequence_by is None:
-            return df.dropDuplicates(keys)
-        order = Window.partitionBy(*[F.col(f"`{k}`") for k in keys]).orderBy(F.col(f"`{self.conf.sequence_by}`").desc())
-        return df.withColumn("__engine_nth", F.row_number().over(order)).where("__engine_nth = 1").drop("__engine_nth")
 
     def _database(self, df: DataFrame) -> Database:
         return Database(df.sparkSession, self.login)

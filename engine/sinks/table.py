@@ -32,6 +32,7 @@ class TableSink(Sink):
                     f"which branch `{self.conf.from_}` does not have; columns: {', '.join(df.columns)}",
                     key=f"{self.key}.{field}",
                 )
+        self.check_repeats(df)
 
     def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
         """Remove the batch's staging directory under the path (its files, or Delta's scratch)."""

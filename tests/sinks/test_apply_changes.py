@@ -1,7 +1,7 @@
 """``mode = apply_changes`` on real Spark and Delta, run by the CLI three times over a change
 stream of 10,500 events on 1,000 keys (updates, deletes, late events, several events of a key in
-one batch, exact repeats and ties), each table read with delta-rs after each run and compared with
-the same rules computed here in plain Python: SCD1 with hard and with soft deletes, and SCD2."""
+one batch, exact repeats and ties, which are rejected), each table read with delta-rs after each run and
+compared with the same rules computed here in plain Python: SCD1 with hard and with soft deletes, and SCD2."""
 
 from __future__ import annotations
 
@@ -58,9 +58,19 @@ def change_stream(run: int, rng: random.Random) -> list[Event]:
     return events
 
 
-def _rank(event: Event) -> tuple[Any, ...]:
-    """The documented tie rule: a delete first, then the greatest by the other columns."""
-    return (event["op"] == "D", event["op"], event["name"], event["amount"])
+def decided(batch: list[Event]) -> list[Event]:
+    """The documented rule for events of one key and one sequence (``duplicates = reject``): an
+    exact repeat is one event; events that differ are all rejected, none applied."""
+    images: dict[tuple[int, int], set[tuple[Any, ...]]] = {}
+    for e in batch:
+        images.setdefault((e["id"], e["seq"]), set()).add(tuple(e[c] for c in COLUMNS))
+    return [dict(zip(COLUMNS, next(iter(i)))) for i in images.values() if len(i) == 1]
+
+
+def rejected(batch: list[Event]) -> int:
+    """How many of ``batch``'s events :func:`decided` rejects."""
+    kept = {(e["id"], e["seq"]) for e in decided(batch)}
+    return sum(1 for e in batch if (e["id"], e["seq"]) not in kept)
 
 
 class Scd1:
@@ -74,9 +84,9 @@ class Scd1:
 
     def apply(self, batch: list[Event]) -> None:
         last: dict[int, Event] = {}
-        for e in batch:
+        for e in decided(batch):
             held = last.get(e["id"])
-            if held is None or (e["seq"], *_rank(e)) > (held["seq"], *_rank(held)):
+            if held is None or e["seq"] > held["seq"]:
                 last[e["id"]] = e
         for key, e in last.items():
             self._apply(key, e)
@@ -112,13 +122,8 @@ class Scd2:
         self.history: dict[int, dict[int, Event]] = {}
 
     def apply(self, batch: list[Event]) -> None:
-        chosen: dict[tuple[int, int], Event] = {}
-        for e in batch:
-            held = chosen.get((e["id"], e["seq"]))
-            if held is None or _rank(e) > _rank(held):
-                chosen[(e["id"], e["seq"])] = e
-        for (key, seq), e in chosen.items():
-            self.history.setdefault(key, {}).setdefault(seq, e)
+        for e in decided(batch):
+            self.history.setdefault(e["id"], {}).setdefault(e["seq"], e)
         for events in self.history.values():  # the table keeps a delete as the end of the version it closes
             opened = False  # whether the event before is an upsert (a version the delete closes)
             for seq in sorted(events):
@@ -191,6 +196,7 @@ def test_three_runs_of_a_change_stream_leave_what_the_rules_give(
         land(wh, run, events)
         code, summary = run_here(jobs, wh)
         assert (code, summary["status"]) == (0, "SUCCEEDED"), summary
+        assert summary["errors"] == rejected(events) > 0, "the events of one key and sequence that differ"
         reference.apply(events)
         got, want = table_rows(wh / "customers", columns), reference.expected()
         assert len(got) == len(want) and got == want, f"run {run + 1}: {len(got)} rows, {len(want)} expected"
