@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.causes import telling_line
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
@@ -23,6 +24,5 @@ class StepFailed(EngineError):
     first line of its cause (chained as ``__cause__``)."""
 
     def __init__(self, index: int, step: CommitStep, cause: BaseException) -> None:
-        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-        super().__init__(f"step {index} ({step.describe()}) failed: {first}")
+        super().__init__(f"step {index} ({step.describe()}) failed: {telling_line(cause)}")
         self.index = index

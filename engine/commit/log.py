@@ -6,13 +6,14 @@ A batch is numbered per ``(job, dag)`` (monotonic; Delta sinks use it as ``txnVe
   with nothing after it is *open*: the next run re-executes it (same units, same batch number)
   instead of planning a new, wider range.
 - ``sequence``: the commit steps, stored after the data is staged and before any step runs.
-- ``attempt``: a run of the sequence that failed, with the error.
+- ``attempt``: a run of the sequence that failed, with the error (and whether no retry can mend it).
 - ``done``: every step is done.
 - ``released``: an operator reset the failed attempts of a quarantined batch (it is retried).
 - ``abandoned``: an operator dropped the batch (its remaining steps never run).
 
 A sequence without ``done`` or ``abandoned`` is *unfinished*; recovery replays it before the DAG
-plans new work. After ``max_attempts`` failed attempts since the last release the batch is
+plans new work. After ``max_attempts`` failed attempts since the last release, or one that no
+retry can mend (the table refuses the data: a constraint, a MERGE's cardinality), the batch is
 *quarantined*: its DAG is skipped (the rest of the job goes on) until an operator releases or
 abandons it.
 
@@ -78,7 +79,10 @@ class Batch:
         return out
 
     def quarantined(self, max_attempts: int) -> bool:
-        return self.unfinished and len(self.failures()) >= max_attempts
+        """Unfinished, and failed ``max_attempts`` times since the last release, or once in a way
+        no retry can mend (:meth:`CommitLog.attempt`'s ``final``)."""
+        failures = self.failures()
+        return self.unfinished and (len(failures) >= max_attempts or any(is_final(r) for r in failures))
 
     def steps(self) -> list[dict[str, Any]]:
         assert self.sequence is not None
@@ -87,6 +91,11 @@ class Batch:
     def datasets(self) -> list[str]:
         row = self.sequence or self.plan
         return list(json.loads(row.body).get("datasets", [])) if row else []
+
+
+def is_final(row: LogRow) -> bool:
+    """Whether a failed ``attempt`` said no retry can mend it (older rows say nothing: retried)."""
+    return row.kind == ATTEMPT and bool(row.body) and bool(json.loads(row.body).get("final"))
 
 
 class DagLog:
@@ -189,9 +198,12 @@ class CommitLog:
         body = {"datasets": sequence.datasets, "steps": [s.to_json() for s in sequence.steps]}
         return self._row(sequence.dag, sequence.scope, sequence.batch, SEQUENCE, body=json.dumps(body))
 
-    def attempt(self, dag: str, scope: str, batch: int, error: str) -> LogRow:
-        """A run of the sequence failed with ``error``."""
-        return self._row(dag, scope, batch, ATTEMPT, message=error[:MESSAGE_LIMIT])
+    def attempt(self, dag: str, scope: str, batch: int, error: str, *, final: bool = False) -> LogRow:
+        """A run of the sequence failed with ``error``; ``final``: in a way that running it again
+        as it is cannot mend (the data or the table refuses it), so the batch is quarantined at
+        once instead of being retried."""
+        body = json.dumps({"final": True}) if final else ""
+        return self._row(dag, scope, batch, ATTEMPT, body=body, message=error[:MESSAGE_LIMIT])
 
     def done(self, dag: str, scope: str, batch: int, note: str = "") -> LogRow:
         """Every step is done (``note``: how, when not by this run's own sequence)."""

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from engine.commit import codec
 from engine.commit.batch import BatchRef
 from engine.commit.killpoints import kill_point
-from engine.commit.log import Batch, CommitLog, DagLog
+from engine.commit.log import Batch, CommitLog, DagLog, is_final
 from engine.runtime.lost_state import lost_state
-from engine.runtime.publisher import Publisher
+from engine.runtime.publisher import Publisher, release_hint
 from engine.sources.base import PlanContext
 from engine.sources.conf import SourceLimitsConf
 from engine.sources.workunits import Budget, Size, WorkUnit
@@ -116,7 +116,7 @@ class MetadataManager:
         max_attempts = dag.spec.publish.max_attempts
         for batch in self.dag_log(dag.name).unfinished():
             failures = batch.failures()
-            if len(failures) >= max_attempts:
+            if batch.quarantined(max_attempts):
                 return Blocked(batch, True, _quarantined(batch, len(failures), failures[-1].message))
             log.info(
                 "dag %s: recovering batch %d (attempt %d of %d)",
@@ -127,7 +127,8 @@ class MetadataManager:
             )
             message = self.publisher.replay(batch)
             if message is not None:
-                if len(failures) + 1 >= max_attempts:
+                batch = self.dag_log(dag.name).find(batch.number) or batch  # with the attempt just logged
+                if batch.quarantined(max_attempts):
                     return Blocked(batch, True, _quarantined(batch, len(failures) + 1, message))
                 return Blocked(
                     batch,
@@ -241,11 +242,11 @@ class MetadataManager:
 
 
 def _quarantined(batch: Batch, attempts: int, last: str) -> str:
-    return (
-        f"quarantined: batch {batch.number} could not be published after {attempts} attempts (last: {last}). "
-        f"Fix the cause, then `mode=commit commit.action=release commit.dag={batch.dag} commit.reason=...` to "
-        "retry it (or `abandon` to drop it)"
-    )
+    if any(is_final(r) for r in batch.failures()):
+        why = f"publishing it failed in a way no retry can mend ({last})"
+    else:
+        why = f"it could not be published after {attempts} attempts (last: {last})"
+    return f"quarantined: batch {batch.number}: {why}. {release_hint(batch.dag)}"
 
 
 def fingerprint(dag: AnyDag) -> str:

@@ -28,6 +28,7 @@ from engine.commit.steps import DeleteStaging, LogFiles, SetWatermarks, StepCont
 from engine.converters.base import first_line
 from engine.copy import steps as _copy_steps  # noqa: F401  (registers the step kinds a copy DAG's stored sequence names)
 from engine.state import watermarks
+from engine.state.conflicts import is_deterministic
 from engine.state.rows import FlowStatusRow, JobStatusRow, LogRow, utcnow
 from engine.state.status import Status, run_outcome
 from engine.state.store import StateStore, StatusStore
@@ -83,7 +84,8 @@ class Publisher:
             CommitSequence.of(self.job, batch).run(self._context(fresh=False))
         except Exception as exc:
             message = first_line(exc)
-            self.log.write(self.log.attempt(batch.dag, batch.scope, batch.number, message))
+            final = is_deterministic(exc)
+            self.log.write(self.log.attempt(batch.dag, batch.scope, batch.number, message, final=final))
             return message
         self.log.write(self.log.done(batch.dag, batch.scope, batch.number, "recovered"))
         return None
@@ -114,9 +116,10 @@ class Publisher:
                 closing.append(self.log.done(dag.name, dag.scope, number))
             except Exception as exc:
                 message = first_line(exc)
+                final = is_deterministic(exc)
                 log.error("dag %s: publishing batch %d failed: %s", dag.name, number, message)
-                closing.append(self.log.attempt(dag.name, dag.scope, number, message))
-                result = dag.unpublished(result, f"publishing failed, the next run completes it: {message}")
+                closing.append(self.log.attempt(dag.name, dag.scope, number, message, final=final))
+                result = dag.unpublished(result, unpublished_message(dag.name, number, message, final=final))
                 marks = {}
         elif result.status == Status.SUCCEEDED and self.log.dag(dag.name).find(number):
             closing.append(self.log.done(dag.name, dag.scope, number, "nothing to publish"))
@@ -205,3 +208,22 @@ class Publisher:
         )
         self.status.add_flow_status(row)
         return row
+
+
+def unpublished_message(dag: str, batch: int, message: str, *, final: bool) -> str:
+    """What a DAG's status says when publishing its batch failed: the next run completes it, or,
+    ``final`` (no retry can mend it), it is quarantined and waits for an operator."""
+    if not final:
+        return f"publishing failed, the next run completes it: {message}"
+    return (
+        f"publishing batch {batch} failed, and running it again would fail the same way, so it is "
+        f"quarantined (not retried): {message}. {release_hint(dag)}"
+    )
+
+
+def release_hint(dag: str) -> str:
+    """How an operator lets a quarantined batch of ``dag`` go on."""
+    return (
+        f"Fix the cause, then `mode=commit commit.action=release commit.dag={dag} commit.reason=...` to "
+        "retry it (or `abandon` to drop it)"
+    )

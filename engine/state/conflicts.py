@@ -1,5 +1,6 @@
 """Which errors are worth retrying: the engine's own say so (``EngineError.transient``); foreign
-ones (Delta through py4j, delta-rs) are classified here, and only here.
+ones (Delta through py4j, delta-rs) are classified here, and only here. And which failures of a
+publish no retry can mend (:func:`is_deterministic`): those quarantine a batch at once.
 
 A Delta commit conflict reaches Python as an exception whose class is Delta's (``delta.exceptions``
 converts some), a ``Py4JJavaError`` or an ``AnalysisException`` naming the Java class or Delta's
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import re
 
+from engine.causes import chain, sqlstates
 from engine.errors import EngineError
 
-__all__ = ["CONFLICT_CLASSES", "CONFLICT_CODES", "is_transient"]
+__all__ = ["CONFLICT_CLASSES", "CONFLICT_CODES", "DETERMINISTIC_STATES", "is_deterministic", "is_transient"]
 
 CONFLICT_CLASSES = (
     "ConcurrentAppendException",
@@ -44,3 +46,22 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, EngineError):
         return exc.transient
     return _CONFLICT.search(f"{type(exc).__name__}: {exc}") is not None
+
+
+DETERMINISTIC_STATES = ("21", "22", "23", "42")
+"""SQLSTATE classes of a statement the data or the table refuses, the same each time it runs:
+cardinality violations (a MERGE source row matching a target row twice), data exceptions (a value
+that does not cast, an overflow), integrity constraint violations (a CHECK or NOT NULL constraint,
+a unique key) and syntax or access-rule violations (a column or table the statement names that is
+not there, a schema that does not fit)."""
+
+
+def is_deterministic(exc: BaseException) -> bool:
+    """Whether ``exc`` is one that doing the same again, with the same data and the same table,
+    must meet again: an error of its chain of causes (:func:`engine.causes.chain`, Python's and
+    Java's) carries a SQLSTATE of :data:`DETERMINISTIC_STATES` (Spark's and Delta's error classes,
+    a database driver's ``SQLException``). A conflict (:func:`is_transient`) never is; nor is an
+    error that says no such SQLSTATE (an I/O error, a lost connection), which a retry may not meet."""
+    if any(is_transient(e) for e in chain(exc) if isinstance(e, BaseException)):
+        return False
+    return any(state[:2] in DETERMINISTIC_STATES for state in sqlstates(exc))
