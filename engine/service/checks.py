@@ -1,6 +1,8 @@
 """What a FlowConfig must pass before the service stores it: the same compiler as the CLI (over the
-service's flow graph and templates), a cron schedule, no ``${`` (a stored flow is data, and a run
-reads it as a config file that would substitute it), and no secret in plain text.
+service's flow graph and templates), confined to the roots the graph allows (:mod:`engine.flow.roots`),
+names and values within the declared sizes (:mod:`engine.flow.limits`), a cron schedule, no ``${``
+(a stored flow is data, and a run reads it as a config file that would substitute it), and no
+secret in plain text.
 
 A value under a secret-looking key (``password``, ``token``, ...: :data:`engine.config.redact.SECRET_KEY`)
 is stored as ``ENC(...)`` with the deployment's master key (``ENGINE_MASTER_KEY_FILE``), which the
@@ -10,6 +12,7 @@ stored one.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from typing import Any
@@ -20,17 +23,24 @@ from engine.config.redact import REDACTED, SECRET_KEY
 from engine.config.secrets import MASTER_KEY_ENV, encrypt, master_key
 from engine.errors import ConfigError
 from engine.flow import FlowCompiler, FlowPlan, flow_compiler
+from engine.flow.limits import MAX_GROUP, MAX_NAME, MAX_OWNER, MAX_SCHEDULE
 from engine.flow.model import NAME
 from engine.service.errors import Invalid
 
 ENC_PREFIX = "ENC("
+MAX_KEY_CHARS = 200
+"""A key anywhere in a FlowConfig (a property's name)."""
+MAX_VALUE_CHARS = 8192
+"""A text value anywhere in a FlowConfig (a property's value; the fields of its own have smaller limits)."""
+MAX_ITEMS = 1000
+"""A list or object anywhere in a FlowConfig."""
 
 
 class FlowChecks:
     """One compiler for the service's life (it keeps what it compiled), used one request at a time."""
 
     def __init__(self, *, warehouse: str, topology: str | None) -> None:
-        self.compiler: FlowCompiler = flow_compiler(warehouse=warehouse, topology=topology)
+        self.compiler: FlowCompiler = flow_compiler(warehouse=warehouse, topology=topology, confined=True)
         self._lock = threading.Lock()
 
     def compile(self, config: dict[str, Any], group: str, name: str, *, groups: tuple[str, ...]) -> FlowPlan:
@@ -45,9 +55,20 @@ class FlowChecks:
 
 def check_names(group: str, name: str) -> None:
     """A flow's group and name: they become file and folder names (refused before any lookup)."""
-    for key, value in (("flowGroup", group), ("flowName", name)):
-        if not NAME.fullmatch(value):
-            raise Invalid(f"`{value}`: use letters, digits, `_` and `-` (not first)", key=key)
+    check_group(group)
+    check_name(name, "flowName", MAX_NAME)
+
+
+def check_group(group: str) -> None:
+    """A flow group's name, as a flow names it (``PUT /flowgroups/{group}`` too)."""
+    check_name(group, "flowGroup", MAX_GROUP)
+
+
+def check_name(value: str, key: str, most: int) -> None:
+    if len(value) > most:
+        raise Invalid(f"`{value[:40]}...` ({len(value)} characters): a {key} has at most {most} characters", key=key)
+    if not NAME.fullmatch(value):
+        raise Invalid(f"{key} `{value}`: use letters, digits, `_` and `-` (not first)", key=key)
 
 
 def check_shape(config: Any, group: str, name: str) -> dict[str, Any]:
@@ -62,14 +83,18 @@ def check_shape(config: Any, group: str, name: str) -> dict[str, Any]:
     check_names(group, name)
     _only_data(config, "")
     schedule = config.get("schedule") or ""
+    if isinstance(schedule, str) and len(schedule) > MAX_SCHEDULE:
+        raise Invalid(f"a schedule has at most {MAX_SCHEDULE} characters ({len(schedule)} given)", key="schedule")
     if not isinstance(schedule, str) or (schedule and not _fires(schedule)):
         raise Invalid(
             f"`{schedule}` is not a cron expression (minute hour day month weekday, and seconds as a sixth)",
             key="schedule",
         )
-    owner = config.get("owner")
-    if owner is not None and (not isinstance(owner, str) or not NAME.fullmatch(owner)):
-        raise Invalid(f"`{owner}`: the owner is a user's name", key="owner")
+    if "owner" in config:
+        owner = config["owner"]
+        if not isinstance(owner, str) or len(owner) > MAX_OWNER or not NAME.fullmatch(owner):
+            shown = json.dumps(owner)[:80]
+            raise Invalid(f"{shown}: the owner is a user's name (or leave `owner` out)", key="owner")
     return {**config, "flowGroup": group, "flowName": name}
 
 
@@ -91,12 +116,18 @@ MAX_DEPTH = 32
 def _only_data(value: Any, key: str, depth: int = 0) -> None:
     if depth > MAX_DEPTH:
         raise Invalid(f"a FlowConfig may nest at most {MAX_DEPTH} levels", key=key)
+    if isinstance(value, (dict, list)) and len(value) > MAX_ITEMS:
+        raise Invalid(f"at most {MAX_ITEMS} entries ({len(value)} given)", key=key or None)
     if isinstance(value, dict):
         for k, v in value.items():
+            if len(str(k)) > MAX_KEY_CHARS:
+                raise Invalid(f"`{str(k)[:40]}...`: a key has at most {MAX_KEY_CHARS} characters", key=key or None)
             _only_data(v, f"{key}.{k}" if key else str(k), depth + 1)
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _only_data(v, f"{key}[{i}]", depth + 1)
+    elif isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        raise Invalid(f"a value has at most {MAX_VALUE_CHARS} characters ({len(value)} given)", key=key)
     elif isinstance(value, str) and "${" in value:
         raise Invalid("a stored flow may not hold `${`: give the value itself", key=key)
     elif isinstance(value, str) and value.strip().startswith(ENC_PREFIX):

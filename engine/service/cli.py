@@ -1,6 +1,6 @@
 """``serve.sh``: start the flow service, or manage its users.
 
-    serve.sh [--host 127.0.0.1] [--port 8080] [warehouse=...] [topology_dir=...]
+    serve.sh [--host 127.0.0.1] [--port 8080] [--request-timeout 30] [warehouse=...] [topology_dir=...]
     serve.sh users add <name> --group <group> [--group ...] [--admin] [warehouse=...]
     serve.sh users remove <name> [warehouse=...]
     serve.sh users list [warehouse=...]
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from engine.config.jobs_source import flows_root
 from engine.errors import EXIT_CONFIG, ConfigError, EngineError, did_you_mean
+from engine.flow.roots import service_store
 from engine.storage.options import local_path
 
 SETTINGS = ("warehouse", "topology_dir")
@@ -63,7 +64,7 @@ def _warehouse(given: str | None) -> str:
 
 
 def store_root(warehouse: str) -> str:
-    return os.path.join(warehouse, "_engine", "service")
+    return service_store(warehouse)
 
 
 def _users(args: list[str], warehouse: str) -> int:
@@ -103,6 +104,7 @@ def _serve(args: list[str], warehouse: str, topology: str | None) -> int:
     from engine.service.access import FlowGroups
     from engine.service.app import Service, create_app
     from engine.service.checks import FlowChecks
+    from engine.service.deadline import REQUEST_SECONDS, deadline_protocol
     from engine.service.executions import Executions, Launch
     from engine.service.flowstore import FlowStore
     from engine.service.scheduler import SCHEDULER, Scheduler, SchedulerConf
@@ -114,7 +116,15 @@ def _serve(args: list[str], warehouse: str, topology: str | None) -> int:
     parser.add_argument("--no-scheduler", action="store_true", help="never schedule flows (API only)")
     parser.add_argument("--tick", type=float, default=2.0, help="seconds between the scheduler's looks")
     parser.add_argument("--leader-ttl", type=float, default=30.0, help="seconds a dead leader blocks the others")
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=REQUEST_SECONDS,
+        help="seconds a request (its head and body) may take to arrive whole; then 408 and the connection closed",
+    )
     parsed = parser.parse_args(args)
+    if parsed.request_timeout <= 0:
+        raise ConfigError("serve.sh: --request-timeout must be a number of seconds above 0", key="request-timeout")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = store_root(warehouse)
     overrides = (f"topology_dir={os.path.abspath(topology)}",) if topology else ()
@@ -140,7 +150,13 @@ def _serve(args: list[str], warehouse: str, topology: str | None) -> int:
             "executions that ended while the service was down: %s", ", ".join(ended)
         )
     try:
-        uvicorn.run(create_app(service), host=parsed.host, port=parsed.port, log_level="info")
+        uvicorn.run(
+            create_app(service),
+            host=parsed.host,
+            port=parsed.port,
+            log_level="info",
+            http=deadline_protocol(parsed.request_timeout),
+        )
     finally:
         if service.scheduler is not None:
             service.scheduler.stop()  # the leader lease is given back: another instance leads at once

@@ -33,6 +33,12 @@ class Conflict(ServiceError):
     status = 409
 
 
+class TimedOut(ServiceError):
+    """The client did not send its request whole in time, or left before it had."""
+
+    status = 408
+
+
 class Invalid(ServiceError):
     status = 422
 

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from engine.flow.limits import MAX_GROUP, MAX_NAME
 from engine.flow.model import NAME
 
 if TYPE_CHECKING:
@@ -75,10 +76,15 @@ def install_pages(app: FastAPI, service: Service) -> None:
         user = _signed_in(request, service)
         if user is None:
             return RedirectResponse("/login", status_code=303)
-        flow = service.flows.get(group, name) if NAME.fullmatch(group) and NAME.fullmatch(name) else None
+        flow = service.flows.get(group, name) if _named(group, MAX_GROUP) and _named(name, MAX_NAME) else None
         if flow is None:
             return HTMLResponse(_page("Not found", f"<p>No flow {escape(group)}/{escape(name)}.</p>"), status_code=404)
         return HTMLResponse(_page(f"{group}/{name}", _flow(service, flow.describe())))
+
+
+def _named(text: str, most: int) -> bool:
+    """A flow's group or name as the API takes it (never a file name too long to look up)."""
+    return len(text) <= most and NAME.fullmatch(text) is not None
 
 
 def _signed_in(request: Request, service: Service) -> User | None:
