@@ -230,7 +230,8 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/flowconfigs/{group}/{name}/jobspecs")
     def job_specs(me: Authed, group: str, name: str) -> dict[str, Any]:
         flow = _flow(group, name)
-        plan = service.checks.compile(flow.config, group, name, groups=service.owner_groups(flow.config.get("owner")))
+        groups = service.owner_groups(flow.config.get("owner"))
+        plan = service.checks.compile(flow.config, group, name, groups=groups, file=flow.origin == "file")
         described: dict[str, Any] = hide_secrets(plan.describe())
         return described
 

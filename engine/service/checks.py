@@ -37,20 +37,34 @@ MAX_ITEMS = 1000
 
 
 class FlowChecks:
-    """One compiler for the service's life (it keeps what it compiled), used one request at a time."""
+    """The compilers for the service's life (each keeps what it compiled), used one request at a
+    time: a confined one for the flows stored through the API, and one for the flows defined as
+    files (the deployment's own, not confined, as their runs are not: :mod:`engine.flow.load`)."""
 
     def __init__(self, *, warehouse: str, topology: str | None) -> None:
         self.compiler: FlowCompiler = flow_compiler(warehouse=warehouse, topology=topology, confined=True)
+        self._files: FlowCompiler | None = None
+        self._where = (warehouse, topology)
         self._lock = threading.Lock()
 
-    def compile(self, config: dict[str, Any], group: str, name: str, *, groups: tuple[str, ...]) -> FlowPlan:
-        """``config``'s plan, or :class:`Invalid` naming the key path of its first mistake."""
+    def compile(
+        self, config: dict[str, Any], group: str, name: str, *, groups: tuple[str, ...], file: bool = False
+    ) -> FlowPlan:
+        """``config``'s plan, or :class:`Invalid` naming the key path of its first mistake;
+        ``file``: the config is a flow file's."""
         raw = {k: v for k, v in config.items() if k not in ("flowGroup", "flowName")}
         try:
             with self._lock:
-                return self.compiler.compile(raw, group=group, name=name, file=None, groups=groups)
+                return self._compiler(file).compile(raw, group=group, name=name, file=None, groups=groups)
         except ConfigError as exc:
             raise Invalid(exc.message, key=_body_key(exc.key)) from exc
+
+    def _compiler(self, file: bool) -> FlowCompiler:
+        if not file:
+            return self.compiler
+        if self._files is None:
+            self._files = flow_compiler(warehouse=self._where[0], topology=self._where[1])
+        return self._files
 
 
 def check_names(group: str, name: str) -> None:
