@@ -61,9 +61,45 @@ class ConfigError(EngineError):
             self.file = file
         return self
 
+    def at(self, key: str | None) -> ConfigError:
+        """This error, naming ``key`` if it names none yet."""
+        if self.key is None:
+            self.key = key
+        return self
+
 
 class JobFailedError(EngineError):
     """A job ran and failed (a Spark error, an I/O error); other DAGs may have succeeded."""
+
+
+class UnreachableError(JobFailedError):
+    """A system the job reads or writes (a database, a broker) cannot be reached, or refuses the
+    login: nothing was read from it or written to it.
+
+    Exit code 1, as a failed job, not 2: the config may well be right (a database down, a network
+    cut, a password rotated on the server), and the same run may succeed later, so a scheduler may
+    retry it. It is not retried within the run (``transient`` is false): waiting is the
+    deployment's to decide. ``key`` is the config node that names the system (``job.sources.db``),
+    ``connection`` the named connection it took its address from, when it took one; ``note`` what
+    the mode that met it adds (``mode=validate``: what its exit code then means).
+    """
+
+    def __init__(self, message: str, *, key: str, connection: str | None = None, note: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.connection = connection
+        self.note = note
+
+    def __str__(self) -> str:
+        via = f", connection `{self.connection}`" if self.connection else ""
+        return f"{self.message} (key `{self.key}`{via})" + (f". {self.note}" if self.note else "")
+
+    def through(self, connections: dict[str, str]) -> UnreachableError:
+        """This error, naming the connection its node took (``connections``: node key -> name)."""
+        if self.connection is None:
+            self.connection = connections.get(self.key)
+        return self
 
 
 class JobBusyError(EngineError):
@@ -72,8 +108,14 @@ class JobBusyError(EngineError):
     exit_code = EXIT_BUSY
 
 
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name`` (a likely typo of it), if one is close enough."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return close[0] if close else None
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``"did you mean `<closest>`? "`` for the known name closest to ``name``, or ``""``: the start
     of the hint of an "unknown ..." error."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f"did you mean `{close[0]}`? " if close else ""
+    close = closest(name, known)
+    return f"did you mean `{close}`? " if close else ""

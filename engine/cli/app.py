@@ -24,9 +24,18 @@ from engine import hooks
 from engine.cli.progress import hop_table, table
 from engine.cli.signals import graceful_stop
 from engine.config import AppConfig, run_app
+from engine.config.app import say_refused
 from engine.config.connections import with_connections
 from engine.config.secrets import Secrets, key_command
-from engine.errors import EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNALLED, ConfigError, EngineError, JobBusyError
+from engine.errors import (
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_SIGNALLED,
+    ConfigError,
+    EngineError,
+    JobBusyError,
+    UnreachableError,
+)
 from engine.runtime.stop import Stop
 from engine.state.status import Status, multirun_outcome
 
@@ -38,6 +47,12 @@ def main(argv: list[str] | None = None) -> NoReturn:
     if (done := key_command(args)) is not None:  # mode=new_key, mode=encrypt: no job, no Spark
         sys.exit(done)
     runs: list[dict[str, Any]] = []
+    refused: list[ConfigError] = []
+
+    def refuse(error: ConfigError) -> None:
+        say_refused(error)
+        refused.append(error)
+
     with graceful_stop(Stop()) as stop:
 
         def task(app: AppConfig) -> int:
@@ -46,21 +61,24 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
             return run_task(app, stop, on_summary=keep)
 
-        code = compose_and_run(args, task)
-    if code and not runs:  # Hydra refused the command line and has said why on stderr
-        message = "the command line or the config could not be composed (see the message above)"
+        code = compose_and_run(args, task, on_refused=refuse)
+    if code and not runs:  # the command line or the config was refused, as stderr says
+        message = str(refused[-1]) if refused else "the command line could not be read (see the message above)"
         print(json.dumps({"status": Status.CONFIG_ERROR, "message": message}), flush=True)
     elif len(runs) > 1 or any(runs):
         print(json.dumps(multirun_summary(runs), default=str), flush=True)
     sys.exit(code)
 
 
-def compose_and_run(argv: list[str], task: Callable[[AppConfig], int]) -> int:
+def compose_and_run(
+    argv: list[str], task: Callable[[AppConfig], int], *, on_refused: Callable[[ConfigError], None] = say_refused
+) -> int:
     """Hydra composes each run of ``argv`` for ``task``; every documented key of the job's
-    plugins can be overridden as ``key=value``, set in the job file or not."""
+    plugins can be overridden as ``key=value``, set in the job file or not. What cannot be
+    composed goes to ``on_refused``, one config error each (by default: one line on stderr)."""
     from engine.spec.documented import documented_defaults  # no JVM: plugin configs only
 
-    return run_app(argv, task, documented=documented_defaults)
+    return run_app(argv, task, documented=documented_defaults, on_refused=on_refused)
 
 
 def multirun_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -84,11 +102,15 @@ def run_task(
     job = app.job_choice or (f"flow.{app.flow_choice.replace('/', '.')}" if app.flow_choice else "?")
     stop = stop or Stop()
     secrets = Secrets()
+    used: dict[str, str] = {}  # the node that names a connection: the connection, for messages
     with secrets.masking_logs():
         try:
-            app = replace(app, data=secrets.reveal(with_connections(app.data)))  # then ENC(...) values
+            ready = with_connections(app.data, secrets=secrets, used=used)  # a connection's ENC(...) too
+            app = replace(app, data=secrets.reveal(ready))  # then the job's
             summary, code = _outcome(app, run_id, job, stop, secrets)
         except Exception as exc:  # an unexpected failure too ends in one message and a summary
+            if isinstance(exc, UnreachableError):
+                exc.through(used)
             summary, code = _failure(exc, app, run_id, job, debug, secrets)
     summary = secrets.mask(summary)
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
@@ -129,7 +151,7 @@ def _failure(
     exc: Exception, app: AppConfig, run_id: str, job: str, debug: bool, secrets: Secrets
 ) -> tuple[dict[str, Any], int]:
     """The summary of a run that raised ``exc`` (reported on stderr, masked), and its exit code."""
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError) and _in_job(exc.key):
         exc.in_file(app.job_file or app.flow_file)
     _report(exc, debug, secrets)
     if not isinstance(exc, EngineError):
@@ -145,13 +167,19 @@ def _failure(
     return {"run_id": run_id, "job": job, "status": status, "message": str(exc)}, exc.exit_code
 
 
+def _in_job(key: str | None) -> bool:
+    """Whether a config error's key is the job's or the flow's, so their file is where to fix it;
+    ``warehouse``, ``lease.ttl_seconds``, ... come from the config tree or the command line."""
+    return key is None or key.split(".", 1)[0].split("[", 1)[0] in ("job", "flow")
+
+
 def _execute(app: AppConfig, run_id: str, stop: Stop, secrets: Secrets) -> dict[str, Any]:
     """The run's mode, by its handler (:data:`engine.cli.modes.HANDLERS`); a flow's hops are
     readied as the job of a run is (named connections filled in, secrets decrypted)."""
     from engine.cli.modes import execute
 
     def prepare(job: dict[str, Any]) -> dict[str, Any]:
-        ready = secrets.reveal(with_connections({"job": job}))["job"]
+        ready = secrets.reveal(with_connections({"job": job}, secrets=secrets))["job"]
         assert isinstance(ready, dict)
         return ready
 

@@ -1,8 +1,10 @@
 """Hydra owns the command line: overrides, config groups, multirun, ``--cfg``.
 
 :func:`run_app` composes the config and hands each composed run to a task as a plain dict (no
-OmegaConf past this package). Hydra reports composition errors itself and exits 1; they become
-exit code 2 (a config or usage error). ``--cfg`` is answered here so that secrets are redacted.
+OmegaConf past this package). What Hydra refuses (a missing job, an unknown key, a job file that
+does not parse) is one ``config error:`` line (:mod:`engine.config.refusals`) instead of Hydra's
+own report, and exit code 2 (a config or usage error). ``--cfg`` is answered here so that secrets
+are redacted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import hydra._internal.utils as hydra_utils
 from hydra._internal.hydra import Hydra
 from hydra._internal.sources_registry import SourcesRegistry
 from hydra.core.hydra_config import HydraConfig
@@ -25,6 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 from engine.config.defaults import DocumentedDefaults, strip
 from engine.config.jobs_source import JobsConfigSource, locate_flow, locate_job
 from engine.config.redact import redact
+from engine.config.refusals import check_folders, refusal
 from engine.errors import EXIT_CONFIG, ConfigError
 
 
@@ -59,34 +63,84 @@ def conf_dir() -> Path:
     return Path(env).resolve() if env else packaged_file("conf")
 
 
-def run_app(argv: list[str], task: Callable[[AppConfig], int], *, documented: DocumentedDefaults | None = None) -> int:
+def say_refused(error: ConfigError) -> None:
+    """How :func:`run_app` reports what it refuses unless told otherwise: one line on stderr."""
+    print(f"config error: {error}", file=sys.stderr, flush=True)
+
+
+def run_app(
+    argv: list[str],
+    task: Callable[[AppConfig], int],
+    *,
+    documented: DocumentedDefaults | None = None,
+    on_refused: Callable[[ConfigError], None] = say_refused,
+) -> int:
     """Run ``task`` once per composed config (several times with ``-m``); the worst exit code.
     ``documented`` lists the documented keys a job leaves out, so that ``key=value`` overrides
-    them as it does the keys the job file sets."""
+    them as it does the keys the job file sets. A command line or config that cannot be composed
+    goes to ``on_refused`` as one :class:`ConfigError` (exit code 2)."""
     # Hydra discovers config sources only as installed plugins; registering ours directly keeps
     # the engine importable from a --py-files zip.
     SourcesRegistry.instance().register(JobsConfigSource)
     JobsConfigSource.documented = documented
+    try:
+        check_folders(argv)
+    except ConfigError as exc:
+        on_refused(exc)
+        return EXIT_CONFIG
     if "--cfg" in argv or "-c" in argv:
-        return _show_config(argv)
+        return _show_config(argv, on_refused)
     codes: list[int] = []
 
     @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
     def _main(cfg: DictConfig) -> None:
-        codes.append(task(_app_config(cfg)))
+        try:
+            app = _app_config(cfg)
+        except ConfigError as exc:  # reported here: raised, Hydra would print its own line first
+            on_refused(exc)
+            codes.append(EXIT_CONFIG)
+            return
+        codes.append(task(app))
 
-    saved, saved_mode = sys.argv, Hydra.get_mode
+    saved, saved_mode, saved_report = sys.argv, Hydra.get_mode, hydra_utils.run_and_report
     sys.argv = [saved[0], *argv]
     if not _may_set_mode(argv):
         Hydra.get_mode = _no_mode  # type: ignore[method-assign]
+    hydra_utils.run_and_report = _refusing
     try:
         _main()
+    except _Refused as exc:
+        on_refused(exc.error)
+        codes.append(EXIT_CONFIG)
     except SystemExit as exc:
         if not codes:
             return 0 if exc.code in (0, None) else EXIT_CONFIG
     finally:
         sys.argv, Hydra.get_mode = saved, saved_mode  # type: ignore[method-assign]
+        hydra_utils.run_and_report = saved_report
     return max(codes, default=0)
+
+
+class _Refused(Exception):
+    """What composing raised, carried past Hydra as one config error."""
+
+    def __init__(self, error: ConfigError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _refusing(func: Callable[[], Any]) -> Any:
+    """Hydra's ``run_and_report`` (which prints what Hydra raised, often as a traceback, and
+    exits 1) in the engine's words: the exception becomes one :class:`ConfigError`
+    (:func:`~engine.config.refusals.refusal`); ``HYDRA_FULL_ERROR=1`` still shows Hydra's."""
+    try:
+        return func()
+    except _Refused:
+        raise
+    except Exception as exc:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        raise _Refused(refusal(exc)) from exc
 
 
 def _may_set_mode(argv: list[str]) -> bool:
@@ -121,7 +175,9 @@ def _app_config(cfg: DictConfig) -> AppConfig:
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"cannot resolve config: {exc}", file=str(file) if file else None) from exc
+        problem = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+        key = getattr(exc, "full_key", None)
+        raise ConfigError(f"cannot resolve config: {problem}", key=str(key) if key else None) from exc
     assert isinstance(data, dict)
     hydra_cfg = HydraConfig.get()
     strip(data.get("job"), job_keys(hydra_cfg.overrides.task))
@@ -143,7 +199,7 @@ def job_keys(overrides: Iterable[str]) -> list[str]:
     return [o.key_or_group.removeprefix("job.") for o in parsed if o.key_or_group.startswith("job.") and not o.package]
 
 
-def _show_config(argv: list[str]) -> int:
+def _show_config(argv: list[str], on_refused: Callable[[ConfigError], None]) -> int:
     """Hydra's ``--cfg job|hydra|all`` (and ``--resolve``), with secret-looking values redacted."""
     args = list(argv)
     flag = "--cfg" if "--cfg" in args else "-c"
@@ -157,7 +213,7 @@ def _show_config(argv: list[str]) -> int:
             cfg = hydra.compose("config", overrides=overrides, return_hydra_config=kind != "job")
         data = OmegaConf.to_container(cfg, resolve=resolve)
     except Exception as exc:  # Hydra raises many kinds for a bad override or a missing config
-        print(f"Error composing the config: {exc}", file=sys.stderr)
+        on_refused(refusal(exc))
         return EXIT_CONFIG
     assert isinstance(data, dict)
     strip(data.get("job"), job_keys(overrides))

@@ -43,10 +43,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from engine.config.app import conf_dir
-from engine.config.hocon import load_hocon
+from engine.config.hocon import load_hocon, load_yaml
+from engine.config.secrets import Secrets
 from engine.errors import ConfigError
 
 __all__ = ["CONNECTIONS_ENV", "KINDS", "connections_dir", "with_connections"]
@@ -71,11 +70,27 @@ def connections_dir() -> Path:
     return Path(env).resolve() if env else conf_dir() / "connections"
 
 
-def with_connections(data: dict[str, Any]) -> dict[str, Any]:
+class _Loaded(dict[str, tuple[dict[str, Any], Path]]):
+    """The connections one config names, each read once: name -> (its keys, its file). With
+    ``secrets``, its ``ENC(...)`` values are decrypted as it is read (an error names its file);
+    ``used`` notes which connection each node that names one takes."""
+
+    def __init__(self, secrets: Secrets | None, used: dict[str, str] | None) -> None:
+        super().__init__()
+        self.secrets = secrets
+        self.used = used
+
+
+def with_connections(
+    data: dict[str, Any], *, secrets: Secrets | None = None, used: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A copy of the composed config ``data`` where every source (and fan-out discovery) of its
     ``job`` that names a ``connection`` holds the connection's keys and no ``connection``, and
-    ``storage.connections`` holds the named object-store connections' keys."""
-    loaded: dict[str, tuple[dict[str, Any], Path]] = {}
+    ``storage.connections`` holds the named object-store connections' keys. With ``secrets``,
+    a connection's ``ENC(...)`` values are decrypted as its file is read (an error names that
+    file, not the job's); ``used`` gets each node's key (``job.sources.db``) and the connection
+    it names, for messages about that node."""
+    loaded = _Loaded(secrets, used)
     data = _storage(data, loaded)
     job = data.get("job")
     if not isinstance(job, dict):
@@ -95,7 +110,7 @@ def with_connections(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "job": out}
 
 
-def _storage(data: dict[str, Any], loaded: dict[str, tuple[dict[str, Any], Path]]) -> dict[str, Any]:
+def _storage(data: dict[str, Any], loaded: _Loaded) -> dict[str, Any]:
     storage = data.get("storage")
     names = storage.get("connections") if isinstance(storage, dict) else None
     if names is None:
@@ -109,7 +124,7 @@ def _storage(data: dict[str, Any], loaded: dict[str, tuple[dict[str, Any], Path]
     found = {}
     for i, name in enumerate(names):
         if name not in loaded:
-            loaded[name] = _load(name, f"{key}.{i}")
+            loaded[name] = _load(name, f"{key}.{i}", loaded.secrets)
         conf, file = loaded[name]
         if conf["type"] != "s3":
             raise ConfigError(f"connection `{name}` is a {conf['type']} connection ({file}), not s3", key=f"{key}.{i}")
@@ -117,7 +132,7 @@ def _storage(data: dict[str, Any], loaded: dict[str, tuple[dict[str, Any], Path]
     return {**data, "storage": {**storage, "connections": found}}
 
 
-def _nodes(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
+def _nodes(node: Any, key: str, loaded: _Loaded) -> Any:
     """``node`` (a job, a DAG, a template) with its ``sources``, ``sinks`` and ``converters`` (a
     lookup's database) filled."""
     if not isinstance(node, dict):
@@ -131,7 +146,7 @@ def _nodes(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) 
     return out
 
 
-def _filled(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]]) -> Any:
+def _filled(node: Any, key: str, loaded: _Loaded) -> Any:
     if not isinstance(node, dict) or KEY not in node:
         return node
     out = {k: v for k, v in node.items() if k != KEY}
@@ -139,7 +154,9 @@ def _filled(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]])
     if not isinstance(name, str) or not name:
         raise ConfigError("a connection is named by a text", key=f"{key}.{KEY}")
     if name not in loaded:
-        loaded[name] = _load(name, f"{key}.{KEY}")
+        loaded[name] = _load(name, f"{key}.{KEY}", loaded.secrets)
+    if loaded.used is not None:
+        loaded.used[key] = name
     conf, file = loaded[name]
     kind = conf["type"]
     takes = KINDS[kind][1].get(str(out.get("type")))
@@ -156,14 +173,14 @@ def _filled(node: Any, key: str, loaded: dict[str, tuple[dict[str, Any], Path]])
     return {**given, **own}
 
 
-def _load(name: str, key: str) -> tuple[dict[str, Any], Path]:
+def _load(name: str, key: str, secrets: Secrets | None) -> tuple[dict[str, Any], Path]:
     folder = connections_dir()
     file = next((folder / f"{name}{s}" for s in SUFFIXES if (folder / f"{name}{s}").is_file()), None)
     if file is None:
         known = sorted({p.stem for p in folder.glob("*") if p.suffix in SUFFIXES}) if folder.is_dir() else []
         listed = f"known: {', '.join(known)}" if known else "there is none"
         raise ConfigError(f"no connection `{name}` in {folder} ({CONNECTIONS_ENV}; {listed})", key=key)
-    data = load_hocon(file) if file.suffix == ".conf" else _yaml(file)
+    data = load_hocon(file) if file.suffix == ".conf" else load_yaml(file, resolve=True)
     if not isinstance(data, dict):
         raise ConfigError("a connection file holds keys and values", file=str(file))
     kind = data.get("type")
@@ -177,11 +194,5 @@ def _load(name: str, key: str) -> tuple[dict[str, Any], Path]:
             key=extra[0],
             file=str(file),
         )
-    return {str(k): v for k, v in data.items()}, file
-
-
-def _yaml(file: Path) -> Any:
-    try:
-        return OmegaConf.to_container(OmegaConf.load(file), resolve=True)
-    except Exception as exc:  # omegaconf and yaml raise many kinds for a file that does not parse
-        raise ConfigError(f"the connection file does not parse: {exc}", file=str(file)) from exc
+    conf = {str(k): v for k, v in data.items()}
+    return (secrets.reveal_file(conf, str(file)) if secrets is not None else conf), file

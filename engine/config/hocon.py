@@ -1,33 +1,84 @@
-"""Read HOCON job files into plain dicts OmegaConf accepts.
+"""Read HOCON and YAML config files into plain dicts OmegaConf accepts.
 
 pyhocon resolves includes, substitutions and ``${?ENV}`` itself; what is left must not look like an
 OmegaConf interpolation, so a literal ``${`` is escaped. Values pyhocon types specially (periods,
 dates) become strings.
+
+A file that does not parse is one :class:`~engine.errors.ConfigError` naming the file, the line
+and the column (``cannot parse HOCON at line 3, column 1: Expected '}', found end of text``), for a
+job file and a connection file alike: never the parser's traceback.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml  # type: ignore[import-untyped]  # PyYAML, which OmegaConf reads YAML with
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from pyhocon import ConfigFactory
 from pyhocon.exceptions import ConfigException
 from pyparsing import ParseBaseException
 
 from engine.errors import ConfigError
 
+__all__ = ["load_hocon", "load_yaml"]
+
+_WHERE = re.compile(r"\s*\(at char \d+\), \(line:\d+, col:\d+\)\s*$")
+"""pyparsing's own position suffix, which the message replaces by line and column."""
+
 
 def load_hocon(path: Path) -> dict[str, Any]:
     try:
         tree = ConfigFactory.parse_file(str(path), resolve=True)
-    except (ConfigException, ParseBaseException) as exc:
-        raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
+    except ParseBaseException as exc:
+        problem = _WHERE.sub("", str(exc))
+        raise ConfigError(
+            f"cannot parse HOCON at line {exc.lineno}, column {exc.col}: {problem}", file=str(path)
+        ) from exc
+    except ConfigException as exc:
+        raise ConfigError(f"cannot parse HOCON: {_first_line(exc)}", file=str(path)) from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read job file: {exc.strerror}", file=str(path)) from exc
+        raise ConfigError(f"cannot read the file: {exc.strerror}", file=str(path)) from exc
     plain = _plain(tree.as_plain_ordered_dict())
     assert isinstance(plain, dict)
     return plain
+
+
+def load_yaml(path: Path, *, resolve: bool = False) -> Any:
+    """The YAML file at ``path`` as plain values; ``resolve``: its ``${...}`` interpolations
+    (``${oc.env:X}``) resolved on their own (a job's are resolved once the whole config composes)."""
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=resolve)
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError(f"cannot parse YAML{_yaml_where(exc)}", file=str(path)) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot parse YAML: {_first_line(exc)}", file=str(path)) from exc
+    except OmegaConfBaseException as exc:
+        problem = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+        raise ConfigError(f"cannot read YAML: {problem}", file=str(path)) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror}", file=str(path)) from exc
+
+
+def _yaml_where(exc: yaml.MarkedYAMLError) -> str:
+    """`` at line L, column C: <problem> (<context> at line ...)``: PyYAML's marks count from 0."""
+    mark = exc.problem_mark or exc.context_mark
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = exc.problem or exc.context or "not YAML"
+    context = ""
+    if exc.context and exc.problem:
+        since = exc.context_mark
+        context = f" ({exc.context}" + (f" from line {since.line + 1}, column {since.column + 1})" if since else ")")
+    return f"{at}: {problem}{context}"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _plain(value: Any) -> Any:

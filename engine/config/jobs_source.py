@@ -19,7 +19,7 @@ from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSou
 from omegaconf import DictConfig, OmegaConf
 
 from engine.config.defaults import DocumentedDefaults, fill
-from engine.config.hocon import load_hocon
+from engine.config.hocon import load_hocon, load_yaml
 from engine.errors import ConfigError
 
 GROUP = "job"
@@ -101,8 +101,8 @@ class JobsConfigSource(ConfigSource):
         if found is None or file is None:
             raise ConfigLoadError(f"Config not found : {config_path}")
         try:
-            data = load_hocon(file) if file.suffix == ".conf" else OmegaConf.to_container(OmegaConf.load(file))
-        except ConfigError as exc:
+            data = load_hocon(file) if file.suffix == ".conf" else load_yaml(file)
+        except ConfigError as exc:  # the message Hydra is given; the engine reports the error itself
             raise ConfigLoadError(str(exc)) from exc
         if isinstance(data, dict) and found[0] == jobs_root():  # a job: the class's, not bound to this instance
             data = fill({str(k): v for k, v in data.items()}, JobsConfigSource.documented)

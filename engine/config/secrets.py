@@ -8,7 +8,8 @@ value on standard input and prints its ``ENC(...)`` form. Neither needs a job or
 
 A run decrypts every such value before it validates its config (:meth:`Secrets.reveal`). A wrong
 key, a tampered or truncated token, or no key at all is a :class:`~engine.errors.ConfigError`
-naming the value's key path, never its plaintext. The plaintexts a run revealed are masked
+naming the value's key path and the file it is in (a connection file's values are revealed as
+that file is read, :meth:`Secrets.reveal_file`), never its plaintext. The plaintexts a run revealed are masked
 (:data:`~engine.config.redact.REDACTED`) wherever the run writes text: its log lines, its error
 messages and its summary (:meth:`Secrets.mask`, :meth:`Secrets.masking_logs`).
 """
@@ -101,9 +102,22 @@ class Secrets:
             return self._decrypt(found["token"], key)
         return data
 
+    def reveal_file(self, data: dict[str, Any], file: str) -> dict[str, Any]:
+        """:meth:`reveal` of what the config file ``file`` holds (a connection's): an error names
+        the key in that file and the file."""
+        try:
+            revealed = self.reveal(data)
+        except ConfigError as exc:
+            raise exc.in_file(file) from None  # the key's error already hides what it held
+        assert isinstance(revealed, dict)
+        return revealed
+
     def _decrypt(self, token: str, key: str) -> str:
         if self._key is None:
-            self._key = master_key(self._env)
+            try:
+                self._key = master_key(self._env)
+            except ConfigError as exc:  # the first ENC(...) value met is the one that needs the key
+                raise exc.at(key) from None
         try:
             plaintext = self._key.decrypt(token.strip().encode()).decode()
         except (InvalidToken, UnicodeDecodeError):

@@ -343,7 +343,7 @@ def test_a_job_reads_through_a_named_connection_whose_password_is_encrypted(
         (None, "", "no connection `shop`"),
         ("shop.yaml", "type: ftp\n", "unknown connection type `ftp`"),
         ("shop.yaml", "type: jdbc\nurl: jdbc:x\nhost: db\n", "not `host`"),
-        ("shop.yaml", "type: jdbc\nurl: [unclosed\n", "does not parse"),
+        ("shop.yaml", "type: jdbc\nurl: [unclosed\n", "cannot parse YAML at line 3, column 1: "),
     ],
     ids=["missing", "unknown-type", "unknown-key", "bad-yaml"],
 )
@@ -363,6 +363,44 @@ def test_a_connection_mistake_is_exit_2_naming_the_key_or_the_file(
     if file is None:
         assert "known: other" in summary["message"]
     assert not lake.exists() or not any(lake.iterdir())
+
+
+def test_a_connection_value_that_does_not_decrypt_names_the_connection_file_and_its_key(
+    tmp_path: Path, key_file: Path, connections: Path
+) -> None:
+    """Issue 58, item 17: the token is in the connection's file, not in the job's."""
+    elsewhere = Fernet(Fernet.generate_key())
+    (connections / "shop.yaml").write_text(
+        f"type: jdbc\nurl: jdbc:postgresql://db:5432/shop\nuser: u\npassword: {encrypt(PLAINTEXT, elsewhere)}\n"
+    )
+    jobs = tmp_path / "jobs"
+    connection_job(jobs, "orders")
+    code, summary, said = run_cli(jobs, "job=t/conn", f"warehouse={tmp_path / 'wh'}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert summary["message"].startswith("cannot decrypt this ENC(...) value")
+    assert summary["message"].endswith(f"(key `password`, file {connections / 'shop.yaml'})"), summary["message"]
+    assert "conn.conf" not in said and PLAINTEXT not in said
+
+
+def test_with_no_master_key_the_message_names_the_first_encrypted_value_and_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, connections: Path
+) -> None:
+    """Issue 58, item 17: which value needs the key, in the job file or in a connection's."""
+    monkeypatch.delenv(MASTER_KEY_ENV, raising=False)
+    token = encrypt(PLAINTEXT, Fernet(Fernet.generate_key()))
+    jobs = tmp_path / "jobs"
+    connection_job(jobs, "orders", password=token)
+    (connections / "shop.yaml").write_text("type: jdbc\nurl: jdbc:postgresql://db:5432/shop\n")
+    code, summary, said = run_cli(jobs, "job=t/conn", f"warehouse={tmp_path / 'wh'}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert f"{MASTER_KEY_ENV} is not set" in summary["message"]
+    assert summary["message"].endswith(f"(key `job.sources.db.password`, file {jobs / 't' / 'conn.conf'})")
+
+    connection_job(jobs, "orders")
+    (connections / "shop.yaml").write_text(f"type: jdbc\nurl: jdbc:postgresql://db:5432/shop\npassword: {token}\n")
+    code, summary, said = run_cli(jobs, "job=t/conn", f"warehouse={tmp_path / 'wh'}")
+    assert code == EXIT_CONFIG, said[-3000:]
+    assert summary["message"].endswith(f"(key `password`, file {connections / 'shop.yaml'})"), summary["message"]
 
 
 def test_a_connection_of_another_kind_is_refused(spark: Any, lake: Path, connections: Path) -> None:
