@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.cli.progress import shown
+from engine.errors import UnreachableError
 from engine.spec.app import AppConf, app_conf
 from engine.state.status import Status
 from engine.storage.paths import StoragePath
@@ -171,10 +172,21 @@ def session(conf: AppConf, spec: JobSpec) -> SparkSession:
     return run_session(root, conf.spark.conf)
 
 
+VALIDATE_UNREACHABLE = (
+    "mode=validate stopped there: its exit code 1 says that a system the job needs could not be reached, "
+    "not that the config is wrong (that is exit code 2); validate again once it can be"
+)
+"""What ``mode=validate`` adds to an :class:`~engine.errors.UnreachableError`'s message."""
+
+
 def _validate(run: Run) -> dict[str, Any]:
     from engine.runtime import JobManager
 
-    JobManager(run.spark).validate(run.spec, run.run_id)
+    try:
+        JobManager(run.spark).validate(run.spec, run.run_id)
+    except UnreachableError as exc:
+        exc.note = VALIDATE_UNREACHABLE
+        raise
     return {"run_id": run.run_id, "job": run.spec.name, "status": Status.VALID, "dags": [d.name for d in run.spec.dags]}
 
 

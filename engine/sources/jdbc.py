@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -32,7 +33,8 @@ from pyspark.sql.types import (
 
 from engine.columns import DATASET
 from engine.commit.jdbc import connection_options
-from engine.errors import ConfigError, JobFailedError
+from engine.commit.jdbc_errors import database_error
+from engine.errors import ConfigError, EngineError, JobFailedError
 from engine.sources.base import PlanContext, Source
 from engine.sources.conf import JdbcSourceConf
 from engine.sources.workunits import Size, WorkUnit
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 _LONGS = (ByteType, ShortType, IntegerType, LongType)
 _TIMES = (TimestampType, TimestampNTZType, DateType)
 
@@ -114,7 +117,10 @@ class JdbcSource(Source):
         """The relation's schema, asked of the database once per run (check, plan and the chain's
         analysis all need it)."""
         if self._schema is None:
-            self._schema = self._reader(spark).option("dbtable", self.conf.relation()).load().schema
+            self._schema = self._asked(
+                lambda: self._reader(spark).option("dbtable", self.conf.relation()).load().schema,
+                "read the schema of",
+            )
         return self._schema
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
@@ -141,17 +147,33 @@ class JdbcSource(Source):
         return spark.read.format("jdbc").options(**{k: str(v) for k, v in self._options().items()})
 
     def _query(self, spark: SparkSession, sql: str) -> list[Any]:
-        row = self._reader(spark).option("query", sql).load().first()
+        row = self._asked(lambda: self._reader(spark).option("query", sql).load().first(), "ask the bounds of")
         return list(row) if row is not None else []
+
+    def _asked(self, ask: Callable[[], _T], doing: str) -> _T:
+        """What ``ask`` gets from the database; its failure as the engine's error saying the cause
+        (the database cannot be reached, refuses the login, or has no such table), naming this
+        source and never its password."""
+        try:
+            return ask()
+        except EngineError:
+            raise
+        except Exception as exc:  # the driver's errors reach Python as py4j's, whatever their kind
+            what = self.conf.table or "the query"
+            raise database_error(
+                exc,
+                doing=f"{doing} {what} (source `{self.name}`)",
+                url=self.conf.url,
+                key=self.key,
+                password=self.conf.password,
+                relation="table" if self.conf.table else "query",
+            ) from exc
 
     def _kind(self, spark: SparkSession) -> str:
         inc = self.conf.incremental
         if inc is None:
             return "none"
-        try:
-            fields = {f.name.lower(): f for f in self.schema(spark, None).fields}  # type: ignore[union-attr]
-        except Exception as exc:
-            raise JobFailedError(f"cannot read the schema of {self.dataset}: {str(exc).splitlines()[0]}") from exc
+        fields = {f.name.lower(): f for f in self.schema(spark, None).fields}  # type: ignore[union-attr]
         found = fields.get(inc.column.lower())
         if found is None:
             raise ConfigError(

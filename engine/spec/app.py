@@ -8,6 +8,7 @@ that carry free text (watermarks, reasons, URNs) take any scalar and keep it as 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from engine.spec.validation import validate
 from engine.state.backends import BACKENDS as METADATA_BACKENDS
 from engine.storage.blobs import Blobs, blobs
 from engine.storage.options import bucket, connection_hadoop_settings, store_options
+from engine.storage.paths import StoragePath
 
 __all__ = ["MODES", "PROGRESS_VIEWS", "AppConf", "CheckpointConf", "CommitConf", "LeaseConf", "ReplayConf", "app_conf"]
 
@@ -383,4 +385,25 @@ def app_conf(data: dict[str, Any], *, file: str | None = None) -> AppConf:
             f"not {given}",
             key="job",
         )
+    check_warehouse(conf.warehouse)
     return conf
+
+
+def check_warehouse(warehouse: str) -> None:
+    """A local warehouse is a folder, or a place where one can be made: a path that names a file,
+    or lies under one, is a config error naming ``warehouse`` (before anything is written, where
+    the file system would only say ``Not a directory`` about some file under it)."""
+    place = StoragePath.parse(warehouse)
+    if not place.is_local:
+        return
+    path = Path(place.path)
+    for at in (path, *path.parents):
+        if at.is_dir():
+            return
+        if at.exists():
+            where = "is a file" if at == path else f"lies under {at}, which is a file"
+            raise ConfigError(
+                f"the warehouse {warehouse} {where}, not a folder: it holds the tables the job writes and the "
+                "engine's metadata (_engine/); name a folder (it is made if missing)",
+                key="warehouse",
+            )

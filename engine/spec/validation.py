@@ -62,7 +62,18 @@ def _describe(model: type[BaseModel], err: Any) -> str:
         close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
         hint = f" (did you mean `{close[0]}`?)" if close else f" (known keys: {', '.join(sorted(known))})"
         return f"unknown key{hint}"
-    return str(err["msg"])
+    return _own_words(err)
+
+
+_PYDANTIC_PREFIX = re.compile(r"^(Value error|Assertion failed), ")
+"""What pydantic puts before the message of a ``ValueError`` or an ``assert`` a validator raised."""
+
+
+def _own_words(err: Any) -> str:
+    """The message a validator wrote, without pydantic's ``Value error, `` in front of it."""
+    if err["type"] in ("value_error", "assertion_error") and "error" in err.get("ctx", {}):
+        return str(err["ctx"]["error"])
+    return _PYDANTIC_PREFIX.sub("", str(err["msg"]))
 
 
 def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

@@ -172,3 +172,32 @@ def test_a_bucket_served_by_two_s3_connections_is_a_config_error_naming_both(tmp
     with pytest.raises(ConfigError, match=r"bucket `raw` is served by connections `lake_a` and `lake_b`") as info:
         app_conf(loaded)
     assert info.value.key is not None and info.value.key.startswith("storage.connections")
+
+
+@pytest.mark.parametrize("under", ["", "/sub"], ids=["the-file", "under-the-file"])
+def test_a_warehouse_that_is_a_file_is_a_config_error_naming_warehouse(tmp_path: Path, under: str) -> None:
+    """Issue 58, item 18: exit 1 with a raw ``[Errno 20] Not a directory`` before."""
+    (tmp_path / "wh").write_text("not a folder\n")
+    with pytest.raises(ConfigError, match=r"(is|which is) a file, not a folder") as caught:
+        app_conf(base(warehouse=str(tmp_path / "wh") + under))
+    assert caught.value.key == "warehouse" and caught.value.exit_code == EXIT_CONFIG
+    app_conf(base(warehouse=str(tmp_path / "new" / "wh")))  # a folder yet to be made is fine
+    app_conf(base(warehouse="s3a://bucket/wh"))  # an object store has no such thing to check
+
+
+@pytest.mark.parametrize("mode", ["run", "validate"])
+def test_the_command_line_refuses_a_warehouse_that_is_a_file_before_spark_starts(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.runtime.session
+
+    def no_spark(*_: Any, **__: Any) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(engine.runtime.session, "build_session", no_spark)
+    (tmp_path / "wh").write_text("not a folder\n")
+    code, summary, err = run_cli(JOBS, "job=demo/orders", f"warehouse={tmp_path / 'wh'}", f"mode={mode}")
+    assert (code, summary["status"]) == (EXIT_CONFIG, "CONFIG_ERROR"), err
+    assert summary["message"].startswith(f"the warehouse {tmp_path / 'wh'} is a file, not a folder")
+    assert summary["message"].endswith("(key `warehouse`)")  # not the job file's: it is not set there
+    assert "Errno" not in err and (tmp_path / "wh").read_text() == "not a folder\n"

@@ -123,3 +123,83 @@ def test_a_source_that_went_backwards_is_an_error(spark: Any, lake: Path, postgr
     with pytest.raises(JobFailedError, match="went backwards"):
         run_with(spark, job(postgres, table), lake, store, run=1)
     assert not (lake / "out").exists()
+
+
+# -- a database that cannot be reached (issue 58, item 15) ---------------------------------------
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (taken from the OS, then let go)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cli_job(jobs: Path, source: dict[str, Any]) -> None:
+    import json
+
+    (jobs / "t").mkdir(parents=True, exist_ok=True)
+    job = {"sources": {"db": {"type": "jdbc", **source}}, "sinks": {"out": {"type": "delta", "path": "out"}}}
+    (jobs / "t" / "db.conf").write_text(json.dumps(job))
+
+
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        pytest.param(
+            "jdbc:postgresql://127.0.0.1:{port}/shop", "connection refused: Connection to 127.0.0.1:", id="refused"
+        ),
+        pytest.param("jdbc:postgresql://no-such-host.invalid:5432/shop", "unknown host: ", id="unknown-host"),
+    ],
+)
+def test_an_unreachable_database_is_exit_1_saying_the_cause_in_run_and_validate(
+    spark: Any, lake: Path, url: str, cause: str
+) -> None:
+    from tests.helpers import run_cli
+
+    jobs = lake.parent / "jobs"
+    url = url.format(port=_closed_port())
+    _cli_job(
+        jobs, {"url": url, "table": "orders", "user": "u", "password": "pw-not-shown", "incremental": {"column": "id"}}
+    )
+    for mode in ("validate", "run"):
+        code, summary, said = run_cli(jobs, "job=t/db", f"warehouse={lake}", f"mode={mode}")
+        assert (code, summary["status"]) == (1, "FAILED"), said[-3000:]
+        message = summary["message"]
+        assert message.startswith(f"cannot read the schema of orders (source `db`) at {url}: {cause}"), message
+        assert "(key `job.sources.db`)" in message and "jdbc:jdbc:" not in said and "o2" not in message
+        assert "pw-not-shown" not in said
+        assert ("mode=validate stopped there: its exit code 1 says" in message) == (mode == "validate")
+    assert not (lake / "out").exists()
+
+
+def test_a_refused_login_and_a_missing_table_say_so_naming_the_connection(
+    spark: Any, lake: Path, postgres: Any, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.config.connections import CONNECTIONS_ENV
+    from tests.helpers import run_cli
+
+    (tmp_path / "connections").mkdir()
+    (tmp_path / "connections" / "shop.yaml").write_text(
+        f"type: jdbc\nurl: {postgres.jdbc_url}\nuser: {postgres.user}\npassword: not-the-password\n"
+    )
+    monkeypatch.setenv(CONNECTIONS_ENV, str(tmp_path / "connections"))
+    jobs = lake.parent / "jobs"
+    _cli_job(jobs, {"connection": "shop", "table": table, "incremental": {"column": "id"}})
+    code, summary, said = run_cli(jobs, "job=t/db", f"warehouse={lake}")
+    assert (code, summary["status"]) == (1, "FAILED"), said[-3000:]
+    assert ": the login was refused: " in summary["message"] and "password authentication failed" in summary["message"]
+    assert summary["message"].endswith("(key `job.sources.db`, connection `shop`)"), summary["message"]
+    assert "not-the-password" not in said
+
+    (tmp_path / "connections" / "shop.yaml").write_text(
+        f"type: jdbc\nurl: {postgres.jdbc_url}\nuser: {postgres.user}\npassword: {postgres.password}\n"
+    )
+    _cli_job(jobs, {"connection": "shop", "table": "no_such_table", "incremental": {"column": "id"}})
+    code, summary, said = run_cli(jobs, "job=t/db", f"warehouse={lake}", "mode=validate")
+    assert (code, summary["status"]) == (2, "CONFIG_ERROR"), said[-3000:]
+    assert 'relation "no_such_table" does not exist' in summary["message"]
+    assert "(key `job.sources.db.table`, file " in summary["message"]
+    assert postgres.password not in said
