@@ -404,13 +404,6 @@ CHANGE_DATA = [
         "changes-sequence-unknown-column", CHANGES % "sequence_by = lsn", "job.sinks.lake.sequence_by", "`lsn`"
     ),
     sink_refused(
-        "changes-sequence-not-orderable",
-        CHANGES % "sequence_by = m",
-        "job.sinks.lake.sequence_by",
-        "`m`",
-        source=IN % "id INT, m MAP<STRING,INT>",
-    ),
-    sink_refused(
         "changes-delete-when-not-a-condition",
         CHANGES % 'sequence_by = ts, delete_when = "op"',
         "job.sinks.lake.delete_when",
