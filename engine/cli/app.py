@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from engine import hooks
 from engine.cli.progress import hop_table, table
 from engine.cli.signals import graceful_stop
+from engine.cli.sparklog import route_spark_log, spark_log_note
 from engine.config import AppConfig, run_app
 from engine.config.app import say_refused
 from engine.config.connections import with_connections
@@ -100,6 +101,7 @@ def run_task(
     started = time.monotonic()
     run_id = os.environ.pop(RUN_ID_ENV, "") or new_run_id()  # taken once: not by a multirun's next run, nor a hop
     job = app.job_choice or (f"flow.{app.flow_choice.replace('/', '.')}" if app.flow_choice else "?")
+    spark_log = route_spark_log(job, run_id, debug=debug)  # Spark's stack traces: there, not on stderr
     stop = stop or Stop()
     secrets = Secrets()
     used: dict[str, str] = {}  # the node that names a connection: the connection, for messages
@@ -114,6 +116,8 @@ def run_task(
             summary, code = _failure(exc, app, run_id, job, debug, secrets)
     summary = secrets.mask(summary)
     summary["seconds"] = round(time.monotonic() - started, 3)  # the whole run: Spark start-up included
+    if (note := spark_log_note(spark_log)) is not None:
+        log.info("%s", note)
     if app.data.get("progress") != "off" and not json_logs:
         if summary.get("dags") and isinstance(summary["dags"][0], dict):
             print(table(summary), flush=True)
