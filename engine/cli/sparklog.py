@@ -42,21 +42,30 @@ def route_spark_log(job: str, run_id: str, *, debug: bool, jvm: Any = None) -> P
     """Point the driver JVM's log file at this run's and choose what stderr shows (``debug``:
     stack traces too); the file, or ``None`` when there is no JVM yet to ask or its log
     configuration is not the engine's. ``jvm``: the py4j JVM view (found under spark-submit)."""
-    jvm = jvm if jvm is not None else _submitted_jvm()
+    gateway = None if jvm is not None else _submitted_gateway()
+    if gateway is not None:
+        jvm = gateway.jvm
     if jvm is None:
         return None
     try:
-        context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
-        if context.getConfiguration().getAppender(FILE_APPENDER) is None:
-            return None
-        file = _run_file(job, run_id)
-        system = jvm.java.lang.System
-        system.setProperty(_FILE, str(file))
-        system.setProperty(_CONSOLE, "engine_full" if debug else "engine_brief")
-        system.setProperty(_TASKS, "engine_full" if debug else "engine_none")
-        context.reconfigure()  # the file reads the properties anew
+        return _routed(jvm, job, run_id, debug)
     except Exception:  # logging is no reason to fail a run: Spark's defaults stay
         return None
+    finally:
+        if gateway is not None:
+            gateway.close()  # this client's connection only; the JVM's gateway server stays
+
+
+def _routed(jvm: Any, job: str, run_id: str, debug: bool) -> Path | None:
+    context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+    if context.getConfiguration().getAppender(FILE_APPENDER) is None:
+        return None
+    file = _run_file(job, run_id)
+    system = jvm.java.lang.System
+    system.setProperty(_FILE, str(file))
+    system.setProperty(_CONSOLE, "engine_full" if debug else "engine_brief")
+    system.setProperty(_TASKS, "engine_full" if debug else "engine_none")
+    context.reconfigure()  # the file name and the appenders are read from the properties anew
     return file
 
 
@@ -82,8 +91,8 @@ def _run_file(job: str, run_id: str) -> Path:
     return fallback / name
 
 
-def _submitted_jvm() -> Any:
-    """The JVM of the spark-submit that started this driver (its gateway's port is in the
+def _submitted_gateway() -> Any:
+    """A client of the gateway of the spark-submit that started this driver (its port is in the
     environment), or ``None``."""
     port = os.environ.get("PYSPARK_GATEWAY_PORT")
     if not port:
@@ -92,6 +101,6 @@ def _submitted_jvm() -> Any:
         from py4j.java_gateway import GatewayParameters, JavaGateway
 
         parameters = GatewayParameters(port=int(port), auth_token=os.environ.get("PYSPARK_GATEWAY_SECRET"))
-        return JavaGateway(gateway_parameters=parameters).jvm
+        return JavaGateway(gateway_parameters=parameters)
     except Exception:
         return None

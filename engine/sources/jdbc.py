@@ -129,10 +129,12 @@ class JdbcSource(Source):
         conf = self.conf
         props = {k: str(v) for k, v in self._options().items() if k != "url"}
         if conf.incremental is None:
-            frame = self._reader(spark).option("dbtable", conf.relation()).load()
+            frame = self._asked(lambda: self._reader(spark).option("dbtable", conf.relation()).load(), "read")
         else:
             preds = _ranges(conf.incremental.column, low, high, conf.partitions)
-            frame = spark.read.jdbc(conf.url, conf.relation(), predicates=preds, properties=props)
+            frame = self._asked(
+                lambda: spark.read.jdbc(conf.url, conf.relation(), predicates=preds, properties=props), "read"
+            )
         out: DataFrame = frame.withColumn(DATASET, F.lit(unit.dataset))
         return out
 
