@@ -240,8 +240,26 @@ class DeltaWrite(CommitStep):
     def discard(self, ctx: StepContext) -> None:
         """Delete the files written at staging, unless the table holds them (the batch is abandoned)."""
         if self.written and not self.verify(ctx):
-            for path in WrittenFiles.from_json(self.written).paths(self.table):
-                ctx.fs.delete(path)
+            self.unstage(ctx.fs)
+
+    def unstage(self, fs: HadoopFs) -> None:
+        """Delete the files Delta's writer put in the table's directory at staging, and the folders
+        that held only them (the table's own, if the batch was to create it): the batch is given up
+        before any sequence named them, so no reader of the folder sees them as data."""
+        if not self.written:
+            return
+        table = self.table.rstrip("/")
+        folders: set[str] = set()
+        for path in WrittenFiles.from_json(self.written).paths(table):
+            fs.delete(path)
+            folder = path.rsplit("/", 1)[0]
+            while folder.startswith(table + "/"):
+                folders.add(folder)
+                folder = folder.rsplit("/", 1)[0]
+        for folder in sorted(folders, key=len, reverse=True):  # partition folders, deepest first
+            fs.delete_if_empty(folder)
+        if self.base_version < 0:
+            fs.delete_if_empty(table)
 
     def _write(self, df: DataFrame) -> None:
         writer = (

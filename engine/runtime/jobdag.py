@@ -30,11 +30,12 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.killpoints import kill_point
-from engine.commit.steps import user_metadata
+from engine.commit.steps import DeltaWrite, user_metadata
 from engine.converters.base import Converter, checking, first_line
 from engine.converters.frame import DATASET, FILE, finalize, packed, to_frame, unpacked
 from engine.forks.fork import BranchCounts, ErrorContext, Fork, merged_origins
 from engine.forks.quality import Quality, Verdict
+from engine.forks.repeats import rejected_by_sinks
 from engine.runtime import faults
 from engine.runtime.chainkey import chain_key, sql_settings
 from engine.runtime.dag import Connections, Dag, DagPlan, DagResult, DatasetOutcome
@@ -309,10 +310,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         frame = to_frame(read, corrupt_column=CORRUPT_RECORD, reason_column=CORRUPT_REASON)
         for step in self.steps:
             frame = step.apply(frame)
-        branches = self.fork.predicates(None)
-        for sink in self.sinks:
-            frame = sink.rejecting(frame, branches[sink.conf.from_])
-        return finalize(frame)
+        return finalize(rejected_by_sinks(frame, self.sinks, self.fork.predicates(None)))
 
     # -- running -------------------------------------------------------------------------------
 
@@ -338,6 +336,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         try:
             on_read(sum(c.read for g in read for c in g.counts.values()))
             if run.stop.is_set():
+                if first is not None:
+                    _discard(self._sink(first.sink), run.batch, HadoopFs(spark), first.output)
                 return self.cancelled(plan.units, run.started, run.stop.reason)
             return self._publish(spark, run, read, outcomes, first.staged if first is not None else None)
         finally:
@@ -498,7 +498,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         failed = [g for g in read if g.error]
         refused = {d: why for g in read for d, why in g.refused.items()}
         if first is not None and (refused or failed):  # its one dataset was refused
-            _discard(self._sink(first[0]), run.batch, HadoopFs(spark))
+            _discard(self._sink(first[0]), run.batch, HadoopFs(spark), first[1])
             first = None
         if (failed or refused) and self.spec.publish.policy == "full":
             return self._rolled_back(read, outcomes, run.started)
@@ -614,8 +614,42 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         for counts in published:
             for branch, n in counts.by_branch.items():
                 by_branch[branch] = by_branch.get(branch, 0) + n
-        written = {}
-        staged = []
+        written: dict[str, int] = {}
+        staged: list[Staged] = []
+        try:
+            self._stage_each(run, frame, batch, fs, by_branch, first, staged, written)
+            if self.spec.error_table and by_branch.get("error", 0):
+                errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
+                # the range is the counting pass's: only a persisted frame is sure to reject the same records again
+                cached = all(g.cached is not None for g in ok)
+                origins = (
+                    merged_origins(c.origins for c in published if c.by_branch.get("error", 0)) if cached else None
+                )
+                scope = held_scope(self.ctx.job, self.ctx.dag, origins)
+                staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs, scope))
+            if self.spec.replay_marks and by_branch.get("error", 0) < sum(c.read for c in published):
+                staged.append(self._replayed(spark, run, ok, frame, batch, fs))
+        except Exception:  # what was staged before, given up (the caller discards the sinks' staging)
+            for done in staged:
+                _discard(None, batch, fs, done)
+            if first is not None and all(done is not first[1] for done in staged):
+                _discard(None, batch, fs, first[1])
+            raise
+        return staged, written
+
+    def _stage_each(
+        self,
+        run: _Run,
+        frame: DataFrame,
+        batch: BatchRef,
+        fs: HadoopFs,
+        by_branch: dict[str, int],
+        first: tuple[str, Staged] | None,
+        staged: list[Staged],
+        written: dict[str, int],
+    ) -> None:
+        """Stage each sink's branch of ``frame`` into ``staged`` (``first``: kept if wanted), its
+        count into ``written``."""
         for sink in self.sinks:
             branch = sink.conf.from_
             wanted = bool(by_branch.get(branch, 0) or sink.conf.stages_empty)
@@ -623,23 +657,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                 if wanted:
                     staged.append(first[1])
                 else:
-                    _discard(sink, batch, fs)
+                    _discard(sink, batch, fs, first[1])
             elif wanted:
                 log.info("dag %s: staging sink %s", self.name, sink.name)
-                rows = self.fork.branch(frame, branch, plan.predicates[branch], self.ctx)
+                rows = self.fork.branch(frame, branch, run.plan.predicates[branch], self.ctx)
                 staged.append(sink.stage(rows, batch, fs))
                 run.schemas[sink.name] = columns_of(rows.schema)  # analysed once, by the write
             written[sink.name] = by_branch.get(branch, 0)
-        if self.spec.error_table and by_branch.get("error", 0):
-            errors = self.fork.error_table_rows(frame, plan.predicates["error"], self.ctx)
-            # the range is the counting pass's: only a persisted frame is sure to reject the same records again
-            cached = all(g.cached is not None for g in ok)
-            origins = merged_origins(c.origins for c in published if c.by_branch.get("error", 0)) if cached else None
-            scope = held_scope(self.ctx.job, self.ctx.dag, origins)
-            staged.append(ErrorTable(self.spec.error_table).stage(errors, batch, fs, scope))
-        if self.spec.replay_marks and by_branch.get("error", 0) < sum(c.read for c in published):
-            staged.append(self._replayed(spark, run, ok, frame, batch, fs))
-        return staged, written
 
     def _replayed(
         self, spark: SparkSession, run: _Run, ok: list[_Group], frame: DataFrame, batch: BatchRef, fs: HadoopFs
@@ -752,14 +776,23 @@ def union_groups(frames: list[tuple[MultiWorkUnit, DataFrame]]) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), [with_dataset(f, g) for g, f in frames])
 
 
-def _discard(sink: Sink, batch: BatchRef, fs: HadoopFs) -> None:
-    """What ``sink`` staged of ``batch`` thrown away; if that fails, it stays where no reader looks
-    (the batch's staging, which the next run of the batch writes again)."""
+def _discard(sink: Sink | None, batch: BatchRef, fs: HadoopFs, staged: Staged | None = None) -> None:
+    """What ``sink`` staged of ``batch`` thrown away (its staging, and, given what it ``staged``,
+    the files Delta's writer put in its table's directory, which no sequence will commit); if that
+    fails, it stays where no reader of the table looks (the batch's staging, which the next run of
+    the batch writes again, or files no Delta commit names)."""
     try:
-        sink.discard(batch, fs)
+        if sink is not None:
+            sink.discard(batch, fs)
+        for step in staged.steps if staged is not None else []:
+            if isinstance(step, DeltaWrite):
+                step.unstage(fs)
     except Exception as exc:
         log.warning(
-            "sink %s: what it staged of batch %d stays in its staging: %s", sink.name, batch.number, first_line(exc)
+            "sink %s: what it staged of batch %d stays in its staging: %s",
+            sink.name if sink is not None else "?",
+            batch.number,
+            first_line(exc),
         )
 
 

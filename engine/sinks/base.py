@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from engine.sinks.conf import SinkConf
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from engine.commit.batch import BatchRef, Staged
     from engine.storage.hadoop import HadoopFs
@@ -48,19 +48,6 @@ class Sink(ABC):
                 f"`{self.conf.from_}` does not have; columns: {', '.join(df.columns)}",
                 key=f"{self.key}.duplicates",
             )
-
-    def rejecting(self, frame: DataFrame, in_branch: Column) -> DataFrame:
-        """The chain's ``frame`` (not finalized) with the records of the sink's branch (where
-        ``in_branch`` holds) that it cannot take rejected: for a sink holding one row per key with
-        ``duplicates = reject``, the records of a key that differ (:mod:`engine.sinks.repeats`)."""
-        per = self.conf.one_row_per()
-        if per is None or per.rule.action != "reject" or self.conf.from_ == "error":
-            return frame
-        if any(c not in frame.columns for c in per.columns):  # the sink's check names the one missing
-            return frame
-        from engine.sinks.repeats import rejecting
-
-        return rejecting(frame, sink=self.name, per=per, in_branch=in_branch)
 
     def one_per_key(self, df: DataFrame) -> DataFrame:
         """``df`` as a sink holding one row per key stages it (:func:`engine.sinks.repeats.one_per_key`);

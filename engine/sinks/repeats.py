@@ -6,7 +6,7 @@ A table merged on keys must hold each key once, and no rule may publish a guess 
 user meant. Rows that are the same in every column are one row, whatever the rule. Otherwise:
 
 - ``reject``: the records of a key whose rows differ are all rejected into the error table, the
-  reason naming the sink and the key (:func:`rejecting`, a step at the end of the chain, so they
+  reason naming the sink and the key (:func:`engine.forks.repeats.rejecting`, a step at the end of the chain, so they
   leave every branch and are counted as rejected). It judges each dataset's records apart, as
   the chain's windows do: the same key in two datasets of one batch is left to staging, where it
   fails the batch (:func:`one_per_key`), since neither dataset's record is the wrong one.
@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from engine.converters.frame import DATASET, data_columns, is_rejected, reject
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
     from engine.sinks.conf import OneRowPer
 
@@ -38,42 +37,19 @@ _NTH = "__engine_repeat_nth"
 _OK = "__engine_repeat_ok"
 
 
-def rejecting(frame: DataFrame, *, sink: str, per: OneRowPer, in_branch: Column) -> DataFrame:
-    """``frame`` (the chain's, before it is finalized) with the valid records of the sink's branch
-    (``in_branch``) rejected where they share ``per.columns`` with a different one of their dataset."""
-    by = per.columns
-    live = in_branch & ~is_rejected()
-    scope = [F.col(DATASET)] if DATASET in frame.columns else []
-    window = Window.partitionBy(*scope, *_cols(by), live)
-    image = row_image(frame, data_columns(frame))
-    differ = live & ~F.min(image).over(window).eqNullSafe(F.max(image).over(window))
-    count = F.count(F.lit(1)).over(window).cast("string")
-    reason = F.concat(
-        F.lit(f"sink `{sink}`: key {_names(by)} = "),
-        key_text(by),
-        F.lit(" has "),
-        count,
-        F.lit(
-            f" different records in this batch, and {per.what}: none is kept (choose one with "
-            'duplicates = "last_by <column>")'
-        ),
-    )
-    return reject(frame, differ, step=step_of(sink), reason=reason)
-
-
 def one_per_key(df: DataFrame, *, sink: str, per: OneRowPer) -> DataFrame:
     """``df`` (a sink's branch) with one row per value of ``per.columns``, as its rule says; a
     value whose rows differ (and that ``last_by`` does not decide) fails the action that reads
     it, naming the sink and the key. Rows the same in every column are one row."""
     by, rule, what = per.columns, per.rule, per.what
     image = row_image(df, [c for c in df.columns if c not in by])
-    key = Window.partitionBy(*_cols(by))
+    key = Window.partitionBy(*named_columns(by))
     if rule.action == "last_by":
         order = [F.col(f"`{c}`").desc_nulls_last() for c in rule.last_by]
         df = df.withColumn(_TOP, F.rank().over(key.orderBy(*order))).where(F.col(_TOP) == 1).drop(_TOP)
     differ = ~F.min(image).over(key).eqNullSafe(F.max(image).over(key))
     count = F.count(F.lit(1)).over(key).cast("string")
-    said = F.concat(F.lit(f"sink `{sink}`: key {_names(by)} = "), key_text(by), F.lit(" has "), count)
+    said = F.concat(F.lit(f"sink `{sink}`: key {key_names(by)} = "), key_text(by), F.lit(" has "), count)
     if rule.action == "last_by":
         tail = (
             f" different rows with the greatest ({', '.join(rule.last_by)}) in this batch: `duplicates = {rule}` "
@@ -91,11 +67,6 @@ def one_per_key(df: DataFrame, *, sink: str, per: OneRowPer) -> DataFrame:
     return checked.withColumn(_NTH, first).where(F.col(_NTH) == 1).drop(_NTH, _OK)
 
 
-def step_of(sink: str) -> str:
-    """The ``step`` of the error table's records a sink's rule rejected."""
-    return f"sinks.{sink}"
-
-
 def row_image(df: DataFrame, columns: list[str]) -> Column:
     """A value equal for two rows exactly when ``columns`` are (a struct; maps and variants, which
     Spark does not compare, as JSON)."""
@@ -109,15 +80,24 @@ def row_image(df: DataFrame, columns: list[str]) -> Column:
     return F.struct(*parts)
 
 
+def comparable(kind: DataType) -> bool:
+    """Whether values of ``kind`` can be compared and grouped (not maps or variants, nor anything
+    holding one): what a key column must be."""
+    text = kind.simpleString()
+    return "map<" not in text and "variant" not in text
+
+
 def key_text(by: list[str]) -> Column:
     """``(v1, v2)``: a key's values as text (``null`` for a null)."""
     values = [F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("null")) for c in by]
     return F.concat(F.lit("("), F.concat_ws(", ", *values), F.lit(")"))
 
 
-def _names(by: list[str]) -> str:
+def key_names(by: list[str]) -> str:
+    """``(a, b)``: a key's column names."""
     return f"({', '.join(by)})"
 
 
-def _cols(names: list[str]) -> list[Column]:
+def named_columns(names: list[str]) -> list[Column]:
+    """The columns of ``names``, quoted."""
     return [F.col(f"`{n}`") for n in names]

@@ -32,6 +32,16 @@ class TableSink(Sink):
                     f"which branch `{self.conf.from_}` does not have; columns: {', '.join(df.columns)}",
                     key=f"{self.key}.{field}",
                 )
+        from engine.sinks.repeats import comparable
+
+        kinds = {f.name: f.dataType for f in df.schema.fields}
+        odd = [k for k in self.conf.keys if not comparable(kinds[k])]
+        if odd:
+            raise ConfigError(
+                f"sink `{self.name}` merges by `{odd[0]}`, which is {kinds[odd[0]].simpleString()}: a map or a variant "
+                "cannot identify a row; use columns of other types as `keys`",
+                key=f"{self.key}.keys",
+            )
         self.check_repeats(df)
 
     def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
