@@ -2,13 +2,15 @@
 does not read.
 
 A pinned schema keeps types stable from run to run (:meth:`engine.sources.files.FilesSource.schema`),
-but Spark reads a JSON file with it by name and drops a field it does not name, and reads a CSV
-file by position whatever its header says. So a producer that adds or reorders fields would go
-unnoticed. Each run that reads with a pinned schema looks at the head of the newest file of each
+but Spark reads a JSON file with it by name and drops a field it does not name, and a CSV file's
+header may add or lack columns (the engine reads it by the header's names,
+:mod:`engine.sources.csv_headers`, unless ``enforceSchema`` asks for positions). So a producer that
+adds fields would go unnoticed. Each run that reads with a pinned schema looks at the head of the newest file of each
 dataset, on the driver (no Spark job, no record of the hot path), and says what differs:
 
 - JSON lines: top-level fields the schema does not have (those of the first lines, whole ones only);
-- CSV with ``header``: a header whose names are not the schema's, in order;
+- CSV with ``header``: a header with names the schema lacks or without some of its names (with
+  ``enforceSchema``, read by position: any difference, order too);
 - CSV without a header: lines with more values than the schema has columns.
 
 What it finds is a warning and a note on the dataset's status (the summary's ``notes``,
@@ -22,6 +24,8 @@ import csv
 import io
 import json
 from collections.abc import Mapping
+
+from engine.sources.csv_headers import reads_by_name
 
 HEAD_BYTES = 64 * 1024
 """How much of a file is looked at."""
@@ -70,11 +74,17 @@ def _csv_drift(lines: list[str], columns: list[str], options: Mapping[str, str])
             return ""
         added = [h for h in header if h not in columns]
         gone = [c for c in columns if c not in header]
+        if reads_by_name(options):  # read by the header's names (engine.sources.csv_headers): order is no drift
+            parts = [
+                f"new column(s) {_names(added)}, which are not read" if added else "",
+                f"no column(s) {_names(gone)}, which are read as null" if gone else "",
+            ]
+            return f"the header has {' and '.join(p for p in parts if p)}" if added or gone else ""
         if not added and not gone:
             return f"the header's columns are in another order than the pinned schema's: {_names(header)}"
         parts = [f"new column(s) {_names(added)}" if added else "", f"no column(s) {_names(gone)}" if gone else ""]
         said = " and ".join(p for p in parts if p)
-        return f"the header has {said}: values are read by position with the pinned schema"
+        return f"the header has {said}: values are read by position with the pinned schema (enforceSchema)"
     widest = max(len(r) for r in rows)
     if widest > len(columns):
         return f"lines of {widest} values, the pinned schema has {len(columns)} columns: the last are not read"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from engine.errors import ConfigError, JobFailedError
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
 from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
+from engine.sources.csv_headers import Headers, by_name, header_schema, reads_by_name
 from engine.sources.drift import HEAD_BYTES, drift
 from engine.sources.file_listing import GLOB, SCHEME, FileEntry, bare, directory_prefix
 from engine.sources.file_planning import FilePlanner
@@ -51,6 +53,10 @@ class FilesSource(Source):
     def __init__(self, conf: FilesSourceConf, *, name: str, key: str, schema_ddl: str | None) -> None:
         super().__init__(conf, name=name, key=key, schema_ddl=schema_ddl)
         self._skipped = SkippedFiles()
+        self._headers = Headers(conf.options) if conf.format == "csv" and reads_by_name(conf.options) else None
+        """The headers of this run's CSV files that are not the schema's (``None``: not read by name)."""
+        self._fs: HadoopFs | None = None
+        self._data_columns: list[str] = []
 
     def check(self, spark: SparkSession, *, not_yet: frozenset[str] = frozenset()) -> None:
         fs = HadoopFs(spark)
@@ -156,22 +162,62 @@ class FilesSource(Source):
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         work = [u for u in units if not u.empty and u.payload]  # a unit may have lost all its files
-        if not work:
-            frame = spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))
-        elif self.conf.datasets == "directory" and self.conf.incremental != "partitions":
-            frame = self._read_directories(spark, work, schema)
-        else:
-            frames = [
-                self._reader(spark)
-                .schema(schema)
-                .load([f.path for f in u.payload])
-                .withColumn(DATASET, F.lit(u.dataset))
-                for u in work
-            ]
-            frame = reduce(lambda a, b: a.unionByName(b), frames)
-        return self._skipped.with_error_rows(spark, self._with_reasons(frame, schema), units)
+        self._fs, self._data_columns = HadoopFs(spark), [n for n in schema.fieldNames() if n != CORRUPT_RECORD]
+        conforming = [
+            replace(u, payload=own) for u in work if (own := [f for f in u.payload if not self._by_header(f)])
+        ]
+        frames = [self._with_reasons(self._read_units(spark, conforming, schema), schema)] if conforming else []
+        frames += self._read_by_headers(spark, work, schema)
+        if not frames:
+            frames = [spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))]
+        frame = reduce(lambda a, b: a.unionByName(b), frames)
+        return self._skipped.with_error_rows(spark, frame, units)
+
+    def _read_units(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> DataFrame:
+        """The records of ``work``'s files, each with its dataset URN."""
+        if self.conf.datasets == "directory" and self.conf.incremental != "partitions":
+            return self._read_directories(spark, work, schema)
+        frames = [
+            self._reader(spark).schema(schema).load([f.path for f in u.payload]).withColumn(DATASET, F.lit(u.dataset))
+            for u in work
+        ]
+        return reduce(lambda a, b: a.unionByName(b), frames)
+
+    def _by_header(self, entry: FileEntry) -> list[str] | None:
+        """The header of a CSV file whose header is not the schema's (read by it), if one was learned."""
+        return self._headers.of(entry.path) if self._headers is not None else None
+
+    def _read_by_headers(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> list[DataFrame]:
+        """The files of ``work`` whose header is not the schema's, each group of one dataset and one
+        header read by it (:mod:`engine.sources.csv_headers`)."""
+        groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        for u in work:
+            for f in u.payload:
+                if (header := self._by_header(f)) is not None:
+                    groups.setdefault((u.dataset, tuple(header)), []).append(f.path)
+        frames = []
+        for (dataset, names), paths in groups.items():
+            read_with = header_schema(paths[0], list(names), schema, corrupt=CORRUPT_RECORD)
+            read = self._with_reasons(
+                self._reader(spark).option("enforceSchema", "true").schema(read_with).load(paths), read_with
+            )
+            frames.append(by_name(read, schema, keep=(CORRUPT_REASON,)).withColumn(DATASET, F.lit(dataset)))
+            log.info(
+                "%s: %d file(s) of %s read by their header's names: %s",
+                self.key,
+                len(paths),
+                dataset,
+                ", ".join(names),
+            )
+        return frames
 
     def skip_unreadable(self, error: BaseException, units: list[WorkUnit]) -> bool:
+        """Whether the group of ``units`` can be read again after ``error``: its CSV files' headers
+        were learned (they read by name now), or, with ``on_corrupt = skip``, the files it names
+        were taken out."""
+        fs = self._fs
+        if self._headers is not None and fs is not None and self._headers.learn(error, units, fs, self._data_columns):
+            return True
         return self.conf.on_corrupt == "skip" and self._skipped.drop(error, units)
 
     def read_hint(self, error: BaseException) -> str:
@@ -215,6 +261,8 @@ class FilesSource(Source):
         reader = spark.read.format(conf.format).options(**{k: str(v) for k, v in conf.options.items()})
         if conf.format in _KEEPS_CORRUPT:
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+        if self._headers is not None:  # every file's header checked against the schema as it is read
+            reader = reader.option("enforceSchema", "false")
         return reader
 
 

@@ -83,7 +83,7 @@ def test_types_are_inferred_once_and_kept_by_later_runs(
             CSV_1,
             "id,coupon,amount,day\n3,X1,3.50,2026-01-03\n",
             {"header": True},
-            "the header has new column(s) `coupon`: values are read by position with the pinned schema",
+            "the header has new column(s) `coupon`, which are not read",
             id="csv-inserted-column",
         ),
     ],
@@ -118,8 +118,20 @@ def test_a_later_file_that_drifts_from_the_pinned_schema_is_reported(
         ("json", b'{"a": 1, "b": 2}\n', {"multiLine": "true"}, ""),  # one document: not looked at
         ("json", b"not json\n[1, 2]\n", {}, ""),
         ("csv", b"a;b\n1;2\n", {"header": "true", "sep": ";"}, ""),
-        ("csv", b"b,a\n", {"header": "true"}, "another order than the pinned schema's: `b`, `a`"),
-        ("csv", b"a\n1\n", {"header": "true"}, "the header has no column(s) `b`"),
+        ("csv", b"b,a\n", {"header": "true"}, ""),  # read by name
+        (
+            "csv",
+            b"b,a\n",
+            {"header": "true", "enforceSchema": "true"},
+            "another order than the pinned schema's: `b`, `a`",
+        ),
+        ("csv", b"a\n1\n", {"header": "true"}, "the header has no column(s) `b`, which are read as null"),
+        (
+            "csv",
+            b"a\n1\n",
+            {"header": "true", "enforceSchema": "true"},
+            "no column(s) `b`: values are read by position",
+        ),
         ("csv", b"1,2,3\n4,5\n", {}, "lines of 3 values, the pinned schema has 2 columns"),
         ("csv", b"1,2\n", {}, ""),
         ("parquet", b"PAR1", {}, ""),

@@ -1,0 +1,132 @@
+"""CSV files read by their header's names, not by position.
+
+Spark reads a CSV file with a given schema by position: a file whose header says ``id,city,name``
+read with ``id, name, city`` puts cities in ``name``, without a word. So a source whose CSV has a
+header reads with ``enforceSchema = false``: Spark then checks every file's header against the
+schema, on the executors, as part of the read (a conforming file costs nothing more), and fails
+the read naming the file when one differs. That failure is caught (:meth:`Headers.learn`): the
+heads of the group's files are read on the driver, each header that is not the schema's is noted,
+and the group is read again, each noted file by its own header (:func:`read_by_header`): its
+columns typed as the schema types them, selected by name. A column the schema has and the header
+does not is null; one the header has and the schema does not is not read (the drift check says so).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from engine.errors import JobFailedError
+from engine.sources.corrupt_files import error_text
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from engine.sources.workunits import WorkUnit
+    from engine.storage.hadoop import HadoopFs
+
+MISMATCHES = ("CSV header does not conform to the schema", "Number of column in CSV header is not equal to")
+"""What Spark's header check (``enforceSchema = false``) says of a file whose header differs: in its
+names (in order), or in its length."""
+HEAD_BYTES = 64 * 1024
+
+
+def has_header(options: Mapping[str, object]) -> bool:
+    """Whether the reader options say the files have a header line."""
+    return str(options.get("header", "false")).lower() == "true"
+
+
+def reads_by_name(options: Mapping[str, object]) -> bool:
+    """Whether CSV with these options is read by header name: it has a header, and the user did not
+    ask for Spark's positional reading (``enforceSchema = true``) in so many words."""
+    return has_header(options) and "enforceSchema" not in options
+
+
+def header_of(head: bytes, options: Mapping[str, object]) -> list[str]:
+    """The names of the first line of a CSV file's head (the reader's ``sep`` and ``quote``)."""
+    sep = str(options.get("sep", options.get("delimiter", ",")))[:1] or ","
+    quote = str(options.get("quote", '"'))[:1] or '"'
+    text = head.decode(str(options.get("encoding", options.get("charset", "utf-8"))), errors="replace")
+    for row in csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=sep, quotechar=quote):
+        if row:
+            return [name.strip() for name in row]
+    return []
+
+
+class Headers:
+    """The headers of a run's CSV files that are not the schema's, by path (the groups of a run are
+    read on threads)."""
+
+    def __init__(self, options: Mapping[str, object]) -> None:
+        self.options = dict(options)
+        self._lock = threading.Lock()
+        self._of: dict[str, list[str]] = {}
+
+    def learn(self, error: BaseException, units: list[WorkUnit], fs: HadoopFs, columns: list[str]) -> bool:
+        """If ``error`` is Spark's header check refusing a file, note the header of every file of
+        ``units`` that is not ``columns`` (in order, as Spark compares them); whether any header is
+        new, so that reading the units again reads them by name."""
+        text = error_text(error)
+        if not any(m in text for m in MISMATCHES):
+            return False
+        learned = False
+        for unit in units:
+            for entry in unit.payload if not unit.empty else []:
+                with self._lock:
+                    if entry.path in self._of:
+                        continue
+                header = header_of(fs.head(entry.path, HEAD_BYTES), self.options)
+                if [h.lower() for h in header] != [c.lower() for c in columns]:
+                    with self._lock:
+                        self._of[entry.path] = header
+                    learned = True
+        return learned
+
+    def of(self, path: str) -> list[str] | None:
+        """The header of ``path`` if it is not the schema's (learned), else ``None``."""
+        with self._lock:
+            return self._of.get(path)
+
+
+def header_schema(path: str, header: list[str], schema: StructType, *, corrupt: str) -> StructType:
+    """The schema to read a file whose header is ``header`` by position: the header's columns in
+    its order, typed as ``schema`` types them (text for one it lacks), and the ``corrupt``-record
+    column if ``schema`` has it. (A column of ``schema`` the header lacks is left out: a line short
+    of a value would read as malformed; :func:`by_name` makes it null.)"""
+    by_name = {f.name.lower(): f for f in schema.fields}
+    seen = [h.lower() for h in header]
+    twice = sorted({h for h in header if seen.count(h.lower()) > 1})
+    if twice or "" in seen or corrupt.lower() in seen:
+        what = (
+            f"names {', '.join(f'`{t}`' for t in twice)} twice"
+            if twice
+            else f"has a column `{corrupt}`, which the engine keeps for itself"
+            if corrupt.lower() in seen
+            else "has a column without a name"
+        )
+        raise JobFailedError(
+            f"the header of {path} {what}: its columns cannot be read by name; fix the file, or set the "
+            "source's options.enforceSchema = true to read it by position"
+        )
+    fields = [StructField(h, by_name[h.lower()].dataType if h.lower() in by_name else StringType()) for h in header]
+    return StructType([*fields, *[f for f in schema.fields if f.name == corrupt]])
+
+
+def by_name(frame: DataFrame, schema: StructType, *, keep: tuple[str, ...] = ()) -> DataFrame:
+    """``frame`` (read with a :func:`header_schema`) as ``schema``'s columns, in its order, by name
+    (without case, as Spark's header check compares them; null where the file has none), then the
+    columns ``keep`` names."""
+    named = {c.lower(): c for c in frame.columns}
+    chosen = [
+        F.col(f"`{named[f.name.lower()]}`").alias(f.name)
+        if f.name.lower() in named
+        else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in schema.fields
+    ]
+    return frame.select(*chosen, *[F.col(f"`{c}`") for c in keep if c in frame.columns])
