@@ -94,7 +94,9 @@ def build_session(
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # PySpark logs every analysis error it raises, plan and JVM stack included; the engine turns
     # those errors into one-line messages itself.
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    # (Disabled, a logger is never called: PySpark's calls pass keywords a plain logger refuses.)
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     return spark
 
 
