@@ -15,10 +15,24 @@ def reasons_say(text: str) -> Rows:
         why=f"a reason says {text!r}",
     )
 
+
 MERGE = """
 sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT, name STRING, v INT" }
 sinks.lake { type = delta, path = lake, mode = merge, keys = [id] }
 """
+
+CSV = """
+sources.in { type = files, format = csv, path = "{dir}/in/*.csv", options { header = true } %s }
+sinks.lake { type = delta, path = lake }
+"""
+CSV_READ_BY_NAME = Rows(
+    count=3,
+    check=lambda t: (
+        sorted(zip(*(t.column(c).to_pylist() for c in ("id", "name", "city")), strict=True))
+        == [(1, "alice", "paris"), (2, "bob", "rome"), (3, "carol", "berlin")]
+    ),
+    why="each value in its own column",
+)
 
 CASES: list[Case] = [
     case(
@@ -28,7 +42,9 @@ CASES: list[Case] = [
         0,
         files={
             **job_file("j", MERGE),
-            "in/a.json": '{"id": 1, "name": "a", "v": 1}\n{"id": 1, "name": "b", "v": 2}\n{"id": 2, "name": "c", "v": 3}\n',
+            "in/a.json": (
+                '{"id": 1, "name": "a", "v": 1}\n{"id": 1, "name": "b", "v": 2}\n{"id": 2, "name": "c", "v": 3}\n'
+            ),
         },
         tables={
             "lake": Rows(count=1, unique=("id",), values={"id": [2]}),
@@ -51,5 +67,68 @@ CASES: list[Case] = [
             ),
         ),
         files=job_file("j", MERGE),
+    ),
+    *[
+        Case(
+            f"csv-header-in-another-order-{origin}",
+            "58.2",
+            (
+                Step(RUN, 0, files={"in/a.csv": "id,name,city\n1,alice,paris\n2,bob,rome\n"}),
+                Step(RUN, 0, files={"in/b.csv": "id,city,name\n3,berlin,carol\n"}, tables={"lake": CSV_READ_BY_NAME}),
+            ),
+            files=job_file("j", CSV % schema),
+        )
+        for origin, schema in (("inferred", ""), ("declared", ', schema = "id INT, name STRING, city STRING"'))
+    ],
+    case(
+        "refused-first-batch-leaves-no-file-in-the-sink-folder",
+        "pass",
+        RUN,
+        1,
+        "refused by quality gates",
+        files={
+            **job_file(
+                "j",
+                """
+sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT, v INT" }
+converters = [{ type = check, expr = "v > 0", reason = "v must be positive", max_rejected = 0 }]
+sinks.lake { type = delta, path = lake }
+""",
+            ),
+            "in/a.json": '{"id": 1, "v": 1}\n{"id": 2, "v": -1}\n',
+        },
+        tables={"lake": None, "_errors/j": None},
+    ),
+    case(
+        "changes-sequence-not-orderable",
+        "pass",
+        ("job=j", "mode=validate"),
+        2,
+        ("key `job.sinks.lake.sequence_by`", "which does not order events"),
+        files=job_file(
+            "j",
+            """
+sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT, m MAP<STRING, INT>" }
+sinks.lake { type = delta, path = lake, mode = apply_changes, keys = [id], sequence_by = m }
+""",
+        )
+        | {"in/a.json": '{"id": 1, "m": {"a": 1}}\n'},
+        tables={"lake": None},
+    ),
+    case(
+        "merge-on-a-map-key",
+        "pass",
+        ("job=j", "mode=validate"),
+        2,
+        ("key `job.sinks.lake.keys`", "cannot identify a row"),
+        files=job_file(
+            "j",
+            """
+sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT, m MAP<STRING, INT>" }
+sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
+""",
+        )
+        | {"in/a.json": '{"id": 1, "m": {"a": 1}}\n'},
+        tables={"lake": None},
     ),
 ]
