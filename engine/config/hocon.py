@@ -25,7 +25,7 @@ from pyparsing import ParseBaseException
 
 from engine.errors import ConfigError
 
-__all__ = ["load_hocon", "load_yaml"]
+__all__ = ["hocon_problem", "load_hocon", "load_yaml", "yaml_problem"]
 
 _WHERE = re.compile(r"\s*\(at char \d+\), \(line:\d+, col:\d+\)\s*$")
 """pyparsing's own position suffix, which the message replaces by line and column."""
@@ -35,10 +35,7 @@ def load_hocon(path: Path) -> dict[str, Any]:
     try:
         tree = ConfigFactory.parse_file(str(path), resolve=True)
     except ParseBaseException as exc:
-        problem = _WHERE.sub("", str(exc))
-        raise ConfigError(
-            f"cannot parse HOCON at line {exc.lineno}, column {exc.col}: {problem}", file=str(path)
-        ) from exc
+        raise ConfigError(hocon_problem(exc), file=str(path)) from exc
     except ConfigException as exc:
         raise ConfigError(f"cannot parse HOCON: {_first_line(exc)}", file=str(path)) from exc
     except OSError as exc:
@@ -53,10 +50,8 @@ def load_yaml(path: Path, *, resolve: bool = False) -> Any:
     (``${oc.env:X}``) resolved on their own (a job's are resolved once the whole config composes)."""
     try:
         return OmegaConf.to_container(OmegaConf.load(path), resolve=resolve)
-    except yaml.MarkedYAMLError as exc:
-        raise ConfigError(f"cannot parse YAML{_yaml_where(exc)}", file=str(path)) from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot parse YAML: {_first_line(exc)}", file=str(path)) from exc
+        raise ConfigError(yaml_problem(exc), file=str(path)) from exc
     except OmegaConfBaseException as exc:
         problem = str(getattr(exc, "msg", None) or exc).splitlines()[0]
         raise ConfigError(f"cannot read YAML: {problem}", file=str(path)) from exc
@@ -64,16 +59,23 @@ def load_yaml(path: Path, *, resolve: bool = False) -> Any:
         raise ConfigError(f"cannot read the file: {exc.strerror}", file=str(path)) from exc
 
 
-def _yaml_where(exc: yaml.MarkedYAMLError) -> str:
-    """`` at line L, column C: <problem> (<context> at line ...)``: PyYAML's marks count from 0."""
-    mark = exc.problem_mark or exc.context_mark
-    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+def hocon_problem(exc: ParseBaseException) -> str:
+    """``cannot parse HOCON at line L, column C: <what the parser expected>``, on one line."""
+    return f"cannot parse HOCON at line {exc.lineno}, column {exc.col}: {_WHERE.sub('', str(exc))}"
+
+
+def yaml_problem(exc: BaseException) -> str:
+    """``cannot parse YAML at line L, column C: <problem> (<context> from line ...)``, on one line,
+    of what PyYAML raised (its marks count from 0); its first line for an error without a mark."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if not isinstance(exc, yaml.MarkedYAMLError) or mark is None:
+        return f"cannot parse YAML: {_first_line(exc)}"
     problem = exc.problem or exc.context or "not YAML"
     context = ""
     if exc.context and exc.problem:
         since = exc.context_mark
         context = f" ({exc.context}" + (f" from line {since.line + 1}, column {since.column + 1})" if since else ")")
-    return f"{at}: {problem}{context}"
+    return f"cannot parse YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}{context}"
 
 
 def _first_line(exc: BaseException) -> str:

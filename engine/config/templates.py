@@ -22,6 +22,7 @@ from pyhocon.config_tree import ConfigQuotedString, ConfigSubstitution, ConfigVa
 from pyhocon.exceptions import ConfigException
 from pyparsing import ParseBaseException
 
+from engine.config.hocon import hocon_problem, yaml_problem
 from engine.errors import ConfigError
 
 JSON = ".json"
@@ -51,7 +52,9 @@ class ParsedTemplate:
                 self._tree = ConfigFactory.parse_string(path.read_text(), resolve=False, basedir=str(path.parent))
             except OSError as exc:
                 raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
-            except (ConfigException, ParseBaseException) as exc:
+            except ParseBaseException as exc:
+                raise ConfigError(hocon_problem(exc), file=str(path)) from exc
+            except ConfigException as exc:
                 raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
             if not isinstance(self._tree, ConfigTree):
                 raise ConfigError(f"expected a mapping at the top, got {type(self._tree).__name__}", file=str(path))
@@ -306,7 +309,7 @@ def _hocon(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:
     except ConfigException as exc:
         raise ConfigError(_unresolved(str(exc), params), file=str(path)) from exc
     except ParseBaseException as exc:
-        raise ConfigError(f"cannot parse HOCON: {exc}", file=str(path)) from exc
+        raise ConfigError(hocon_problem(exc), file=str(path)) from exc
     return _plain(tree.as_plain_ordered_dict() if isinstance(tree, ConfigTree) else tree)
 
 
@@ -319,7 +322,7 @@ def _yaml(text: str, path: Path, params: Mapping[str, Any] | None) -> Any:
     except OmegaConfBaseException as exc:
         raise ConfigError(_unresolved(str(exc).splitlines()[0], params), file=str(path)) from exc
     except Exception as exc:  # YAML's parser errors
-        raise ConfigError(f"cannot parse YAML: {exc}", file=str(path)) from exc
+        raise ConfigError(yaml_problem(exc), file=str(path)) from exc
 
 
 def _escaped(value: Any) -> Any:

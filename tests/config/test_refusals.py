@@ -140,3 +140,24 @@ def test_other_refusals_are_one_line_too(jobs: Path, capsys: pytest.CaptureFixtu
     assert "Environment variable 'ENGINE_TEST_NO_SUCH_VARIABLE' not found" in said and said.endswith("(key `mode`)")
     said = refused(["--cfg", "job", "job=team/orders", "job.sinks.lake.pathh=x"], capsys)
     assert "did you mean `job.sinks.lake.path`?" in said
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        pytest.param("t.conf", "a { b = 1\n", "cannot parse HOCON at line 2, column 1: Expected '}'", id="hocon"),
+        pytest.param("t.yaml", "a:\n  b: [1\n", "cannot parse YAML at line 3, column 1: ", id="yaml"),
+    ],
+)
+def test_a_template_or_topology_file_that_does_not_parse_is_one_line_too(
+    tmp_path: Path, name: str, text: str, expected: str
+) -> None:
+    from engine.config.templates import ParsedTemplate, read_config
+
+    (tmp_path / name).write_text(text)
+    for read in (read_config, ParsedTemplate) if name.endswith(".conf") else (read_config,):  # YAML: read when filled
+        with pytest.raises(ConfigError) as info:
+            read(tmp_path / name)
+        said = str(info.value)
+        assert said.startswith(expected) and "\n" not in said, said
+        assert said.endswith(f"(file {tmp_path / name})")
