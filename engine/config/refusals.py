@@ -42,8 +42,8 @@ def check_folders(argv: Iterable[str]) -> None:
     root = jobs_root()
     if chosen & {GROUP, FLOW_GROUP} and not root.is_dir():
         via = f" ({JOBS_DIR_ENV})" if os.environ.get(JOBS_DIR_ENV) else ""
-        what = "a file" if root.exists() else "no such folder"
-        raise ConfigError(f"the jobs folder {root}{via} does not exist ({what})", key=GROUP)
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise ConfigError(f"the jobs folder {root}{via} {what}", key=GROUP)
 
 
 def refusal(exc: BaseException) -> ConfigError:
