@@ -97,7 +97,7 @@ def _no_such(name: str, what: str, root: Path, known: list[str], env: str) -> Co
     else:
         advice = f"it holds no {what} file" if root.is_dir() else "that folder does not exist"
     via = f" ({env})" if os.environ.get(env) else ""
-    files = f"{name}{SUFFIXES[0]}, {', '.join(SUFFIXES[1:-1])}{' or ' if len(SUFFIXES) > 2 else ''}{SUFFIXES[-1]}"
+    files = f"{name}{SUFFIXES[0]}, {' or '.join(SUFFIXES[1:])}"  # orders.conf, .yaml or .yml
     return ConfigError(f"no {what} `{name}`: no {files} in {root}{via}; {advice}")
 
 
