@@ -183,6 +183,11 @@ class Dag(ABC, Generic[PlanT, ResultT]):
         <engine.commit.steps.StepContext.locations>`). None by default."""
         return {}
 
+    def owned_places(self) -> list[tuple[str, bool]]:
+        """The places its sinks write that a job owns (:mod:`engine.commit.owners`), each with
+        whether the sink shares it with other jobs. None by default."""
+        return []
+
     @abstractmethod
     def fingerprint(self) -> str:
         """What a stored plan depends on: a plan stored under another fingerprint is planned anew."""

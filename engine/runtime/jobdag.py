@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.killpoints import kill_point
+from engine.commit.owners import check_owner
 from engine.commit.steps import DeltaWrite, user_metadata
 from engine.converters.base import Converter, checking, first_line
 from engine.converters.frame import DATASET, FILE, finalize, packed, to_frame, unpacked
@@ -44,6 +45,7 @@ from engine.runtime.scope import DagScope, scope_for
 from engine.runtime.sqlcheck import check_parses
 from engine.runtime.stop import Stop
 from engine.sinks.base import Sink
+from engine.sinks.conf import TableSinkConf
 from engine.sinks.contract import SchemaContractError
 from engine.sinks.error_table import RECORD_ID, ErrorTable, ReplayedTable, held_scope
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
@@ -176,6 +178,20 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         left = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in self.spec.unwritten]
         return {key: found for sink in [*self.sinks, *left] for key, found in sink.locations(self.name).items()}
 
+    def owned_places(self) -> list[tuple[str, bool]]:
+        return [(s.conf.path, s.conf.shared) for s in self.sinks if isinstance(s.conf, TableSinkConf)]
+
+    def _check_owners(self, spark: SparkSession) -> None:
+        """Refuse a place another job owns (:func:`~engine.commit.owners.check_owner`), before
+        anything is read."""
+        fs = HadoopFs(spark)
+        for sink in self.sinks:
+            if isinstance(sink.conf, TableSinkConf):
+                what = f"sink `{sink.name}` of job `{self.job}`"
+                check_owner(
+                    fs, sink.conf.path, job=self.job, shared=sink.conf.shared, what=what, key=f"{sink.key}.path"
+                )
+
     def fingerprint(self) -> str:
         """What a stored plan depends on: the source's name and config."""
         text = f"{self.source.name}\n{self.source.conf.model_dump_json()}"
@@ -249,6 +265,7 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
     ) -> RecordsPlan | None:
         settings = sql_settings(spark) if ctx is not None and not validate_only else []  # before any read
         self.source.check(spark, not_yet=inputs_may_not_exist)
+        self._check_owners(spark)
         if validate_only and (inputs_may_not_exist or self._needs_inference()):
             upstream = {p for st in self.steps for p in st.conf.inputs()} & inputs_may_not_exist
             if self.source.declared_schema() is not None and not upstream:  # a lookup's may not exist yet

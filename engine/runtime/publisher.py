@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from engine.commit.batch import BatchRef
 from engine.commit.killpoints import kill_point
 from engine.commit.log import Batch, CommitLog
+from engine.commit.owners import claim
 from engine.commit.sequence import CommitSequence
 from engine.commit.steps import DeleteStaging, LogFiles, SetWatermarks, StepContext
 from engine.converters.base import first_line
@@ -114,6 +115,7 @@ class Publisher:
             try:
                 sequence.run(self._context(fresh=True))
                 closing.append(self.log.done(dag.name, dag.scope, number))
+                self._claim(dag)
             except Exception as exc:
                 message = first_line(exc)
                 final = is_deterministic(exc)
@@ -132,6 +134,14 @@ class Publisher:
             for write in writes:
                 write.result()
         return result
+
+    def _claim(self, dag: AnyDag) -> None:
+        """Record the job as the owner of the places ``dag`` just published to, where none is
+        (:mod:`engine.commit.owners`); a place the batch did not make (an empty branch) waits."""
+        fs = HadoopFs(self.spark)
+        for place, shared in dag.owned_places():
+            if fs.exists(place):
+                claim(fs, place, job=self.job, shared=shared, run_id=self.run_id)
 
     def blocked_status(self, dag: AnyDag, blocked: Blocked) -> None:
         """Status rows for a DAG skipped because a batch of it is unpublished."""

@@ -114,6 +114,9 @@ class TableSinkConf(SinkConf):
     """Columns to partition the output by."""
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra options handed to Spark's writer."""
+    shared: bool = False
+    """Other jobs write this place too, and say so as well: without it, a place another job
+    publishes to (its ``_engine_owner`` file says which) is refused (:mod:`engine.commit.owners`)."""
 
     @model_validator(mode="after")
     def _merge_needs_keys(self) -> TableSinkConf:

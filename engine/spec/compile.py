@@ -38,7 +38,7 @@ from engine.spec.model import (
     PublishConf,
     SourceSpec,
 )
-from engine.spec.places import check_writable, inside, nested, place
+from engine.spec.places import check_one_writer, check_writable, inside, nested, place
 from engine.spec.transforms import check_chain
 from engine.spec.validation import validate
 from engine.storage.paths import StoragePath, is_relative, under
@@ -78,6 +78,7 @@ def compile_job(
     _check_dependencies(dags, file)
     _check_pools(job, dags, file)
     _check_copy_places(dags, warehouse, file)
+    check_one_writer(dags, file)
     return JobSpec(
         name=job_name,
         file=file,

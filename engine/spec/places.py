@@ -9,9 +9,13 @@ followed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.commit.lease import WRITER_DIR
 from engine.errors import ConfigError
-from engine.spec.model import AnyDagSpec, JobSpec
+from engine.plugins.lineage import shown_url
+from engine.spec.copy import CopyDagSpec
+from engine.spec.model import AnyDagSpec, DagSpec, JobSpec
 from engine.storage.paths import Place, StoragePath
 
 METADATA_DIR = "_engine"
@@ -87,3 +91,57 @@ def made_upstream(job: JobSpec, dag: AnyDagSpec) -> frozenset[str]:
         return frozenset()
     writes = [place(p) for up in upstreams(job, dag) for p in up.writes()]
     return frozenset(path for path, probe in reads.items() if any(nested(place(probe), w) for w in writes))
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A place one of a job's sinks (or copy targets) writes, and the key that names it."""
+
+    what: str
+    key: str
+    place: Place
+    shown: str
+    table: bool = False
+    """A database table (compared by URL and name), not a path."""
+    copy: bool = False
+    """A copy target (copy targets among themselves: :func:`engine.spec.compile`'s own check)."""
+
+
+def check_one_writer(dags: tuple[AnyDagSpec, ...], file: str | None) -> None:
+    """Refuse two sinks of a job (of one DAG or two, or a sink and a copy target) that write one
+    place: the same path however spelled (``x``, ``x/``, ``./x``, an absolute path into the
+    warehouse), one inside the other, or the same database table. Each would publish its branch
+    there, so one table would hold the rows twice (two Delta sinks), or a folder a Parquet reader
+    reads would hold two writers' files (a Delta table and a Parquet extract)."""
+    written = [w for d in dags for w in _written_by(d)]
+    for i, a in enumerate(written):
+        for b in written[i + 1 :]:
+            same = a.place == b.place if a.table or b.table else nested(a.place, b.place)
+            if not same or (a.copy and b.copy):
+                continue
+            how = "the same place" if a.place == b.place else "nested places (one inside the other)"
+            raise ConfigError(
+                f"{a.what} (key `{a.key}`: {a.shown}) and {b.what} ({b.shown}) write {how}: each publishes "
+                "its records there, so they would be there twice or mixed; give each its own place",
+                key=b.key,
+                file=file,
+            )
+
+
+def _written_by(dag: AnyDagSpec) -> list[_Written]:
+    if isinstance(dag, CopyDagSpec):
+        target = dag.copy.target
+        return [
+            _Written(f"the copy target of `{dag.name}`", f"{dag.key}.copy.target", place(target), target, copy=True)
+        ]
+    assert isinstance(dag, DagSpec)
+    out = []
+    for sink in dag.sinks:
+        for field, path in sink.conf.writes().items():
+            out.append(_Written(f"sink `{sink.name}`", f"{sink.key}.{field}", place(path), path))
+        url, table = getattr(sink.conf, "url", None), getattr(sink.conf, "table", None)
+        if sink.conf.type == "jdbc" and isinstance(url, str) and isinstance(table, str):
+            where = ("jdbc", url.split("?", 1)[0].lower(), table.replace('"', "").lower())  # compared, never shown
+            shown = f"{table} at {shown_url(url)}"
+            out.append(_Written(f"sink `{sink.name}`", f"{sink.key}.table", where, shown, table=True))
+    return out

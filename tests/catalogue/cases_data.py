@@ -131,4 +131,42 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
         | {"in/a.json": '{"id": 1, "m": {"a": 1}}\n'},
         tables={"lake": None},
     ),
+    *[
+        case(
+            f"two-sinks-one-place-{id}",
+            "58.3",
+            ("job=j", "mode=validate"),
+            2,
+            ("key `job.sinks.b.path`", "sink `a` (key `job.sinks.a.path`", "write the same place"),
+            files=job_file(
+                "j",
+                'sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT" }\n'
+                f"sinks {{ a {{ type = delta, path = x }}, b {{ type = {kind}, path = {{dir}}/wh/{spelled} }} }}\n",
+            )
+            | {"in/a.json": '{"id": 1}\n'},
+            tables={"x": None},
+        )
+        for id, kind, spelled in (("delta-x-and-x-slash", "delta", "x/"), ("delta-and-parquet", "parquet", "./x"))
+    ],
+    Case(
+        "two-jobs-one-table",
+        "58.3",
+        (
+            Step(("job=j",), 0, tables={"orders": Rows(count=1)}),
+            Step(
+                ("job=k",),
+                2,
+                ("key `job.sinks.lake.path`", "which job `j` writes", "set `shared = true` on both"),
+                tables={"orders": Rows(count=1)},
+            ),
+        ),
+        files={
+            **{
+                f"jobs/{name}.conf": 'sources.in { type = files, format = json, path = "{dir}/in/*.json", '
+                'schema = "id INT" }\nsinks.lake { type = delta, path = orders }\n'
+                for name in ("j", "k")
+            },
+            "in/a.json": '{"id": 1}\n',
+        },
+    ),
 ]

@@ -138,7 +138,8 @@ def test_missing_schema_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_several_dags_compile_with_their_own_key_paths(tmp_path: Path) -> None:
-    spec = compile_dict({"name": "shop", "dags": {"a": job(), "b": job()}}, tmp_path)
+    other = job(sinks={"lake": {"type": "delta", "path": "returns"}})  # two DAGs never write one place
+    spec = compile_dict({"name": "shop", "dags": {"a": job(), "b": other}}, tmp_path)
     assert [d.name for d in spec.dags] == ["a", "b"]
     assert spec.dags[1].key == "job.dags.b"
     assert spec.name == "shop"
