@@ -11,6 +11,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The runs' Spark log files (engine/cli/sparklog.py) in the test run's own temporary folder,
+    for this process and every run it starts: never in the user's home."""
+    if "ENGINE_LOG_DIR" not in os.environ:
+        import atexit
+        import shutil
+        import tempfile
+
+        os.environ["ENGINE_LOG_DIR"] = tempfile.mkdtemp(prefix="engine-test-logs-")
+        atexit.register(shutil.rmtree, os.environ["ENGINE_LOG_DIR"], True)
+
 pytest_plugins = ["tests.kafka", "tests.postgres", "tests.s3"]
 
 
