@@ -96,6 +96,9 @@ export ENGINE_WRAPPER_PID=$$
 if [ -t 1 ]; then export ENGINE_TTY=1; fi
 (
   trap '' INT TERM
+  # This subshell becomes the JVM (spark-submit and spark-class exec it): the driver watches it.
+  ENGINE_JVM_PID=$BASHPID
+  export ENGINE_JVM_PID
   exec "$venv/bin/spark-submit" \
     --master "${master:-${ENGINE_MASTER:-local[*]}}" \
     --driver-memory "${driver_memory:-${ENGINE_DRIVER_MEMORY:-4g}}" \

@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn
 
 from engine.cli.app import main
+from engine.cli.jvm_watch import die_with_jvm
 from engine.cli.pyspark_path import prefer_compiled_pyspark
 from engine.cli.stderr import route_stderr
 
@@ -15,6 +16,7 @@ __all__ = ["driver_main"]
 
 def driver_main() -> NoReturn:
     """Run the command line in ``sys.argv`` and leave with its exit code."""
+    die_with_jvm()  # under spark-submit: a JVM killed outright takes its driver (and the lease) along
     prefer_compiled_pyspark()
     route_stderr()  # spark-submit merges the driver's stderr into stdout: logs go to the JVM's stderr
     try:

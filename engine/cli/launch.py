@@ -40,6 +40,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import engine
+from engine.cli.jvm_watch import JVM_PID_ENV
 from engine.config.app import conf_dir, packaged_file
 from engine.config.jobs_source import jobs_root
 from engine.config.secrets import key_command
@@ -430,7 +431,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
     env.setdefault("ENGINE_CONF_DIR", str(conf_dir()))
     env.setdefault("ENGINE_JOBS_DIR", str(jobs_root()))
     script = str(driver_script(cache))
-    child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals)
+    # The JVM is the shell that execs spark-submit (which execs the JVM): its pid is known before the
+    # driver starts, and the driver watches it (engine/cli/jvm_watch.py).
+    child = subprocess.Popen(
+        ["/bin/sh", "-c", f'{JVM_PID_ENV}=$$; export {JVM_PID_ENV}; exec "$@"', "spark-submit", *cmd],
+        env=env,
+        preexec_fn=_ignore_stop_signals,
+    )
 
     killed_for: list[int] = []
 

@@ -325,11 +325,20 @@ def _alive(record: dict[str, Any]) -> bool:
 
 def process_alive(pid: int, start: str | None) -> bool:
     """Whether process ``pid`` of this host runs, and is the one that started at ``start`` (its
-    :func:`pid_start`; None: any), not a later process given the same pid."""
+    :func:`pid_start`; None: any), not a later process given the same pid. A zombie (ended, not yet
+    reaped) does not run: a driver killed along with its JVM is one until the process that adopted
+    it reaps it, which some init processes do late or never, and it renews no lease."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return start is None or pid_start(pid) in (None, start)
+    return (start is None or pid_start(pid) in (None, start)) and not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False

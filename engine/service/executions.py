@@ -445,14 +445,7 @@ def _service_alive(service: str | None) -> bool:
 
 
 def _alive(pid: int, start: str | None) -> bool:
-    return pid > 0 and process_alive(pid, start) and not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    return pid > 0 and process_alive(pid, start)
 
 
 def _millis(at: datetime | None) -> int | None:

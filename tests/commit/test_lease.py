@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.commit.lease import Lease, Leases, single_writer, writer_dir, writer_lease
+from engine.commit.lease import Lease, Leases, pid_start, single_writer, writer_dir, writer_lease
 from engine.errors import EXIT_BUSY, JobBusyError
 
 
@@ -63,6 +63,31 @@ def test_a_dead_holder_on_this_host_does_not_block(root: str) -> None:
     assert taken.generation == 8
     assert lease.files.names() == ["8.json"]
     taken.release()
+
+
+def test_a_holder_that_died_but_is_not_yet_reaped_does_not_block(tmp_path: Path) -> None:
+    """A driver killed with its JVM (SIGKILL) stays a zombie until whoever adopted it reaps it,
+    which some init processes do late or never: its pid still answers ``kill(pid, 0)``, and a rerun
+    was refused (exit 3) by a lease nobody renews. A zombie holds nothing."""
+    ended = subprocess.Popen(["true"])  # not waited for: a zombie until the end of the test
+    try:
+        deadline = time.monotonic() + 10
+        while pid_start(ended.pid) is not None and _state(ended.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(ended.pid) == "Z"
+        lease = Lease(str(tmp_path / "_engine"), "orders", run_id="gone", ttl_seconds=600)
+        _put(lease, 1, {**lease._record(), "pid": ended.pid, "pid_start": pid_start(ended.pid)})
+        assert lease.holder() is None
+        Lease(str(tmp_path / "_engine"), "orders", run_id="rerun", ttl_seconds=600).acquire().release()
+    finally:
+        ended.wait()
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def test_an_expired_lease_of_another_host_is_taken_over(root: str) -> None:
