@@ -8,7 +8,16 @@
 # ENGINE_APP names another Python file to submit the same way (bench/fixed_cost.py's empty app).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# A stop (SIGTERM, SIGINT) may come at any moment, the very first included: it is noted at once and
+# acted on where it can be (README "Exit codes"). Before the JVM starts the run ends there (after
+# the set-up, which is never left half done), 128+N; afterwards it goes to the driver (below).
+stop_signal=""
+pending=""
+trap 'stop_signal=TERM; pending=1' TERM
+trap 'stop_signal=INT; pending=1' INT
+stopped() { exit $((128 + $(kill -l "$stop_signal"))); }
 bash "$root/scripts/bootstrap.sh"
+if [ -n "$stop_signal" ]; then stopped; fi
 venv="$root/.venv"
 # The master key's commands need no job and no JVM (engine/config/secrets.py).
 for arg in "$@"; do
@@ -89,11 +98,17 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 
 # Signals: the JVM starts with SIGINT and SIGTERM ignored, so it outlives the Python driver's
 # clean-up; the signals this script gets go to the driver, which stops gracefully (no new DAG,
-# running ones cancelled, nothing half-published; exit 128+N). If this script is killed outright,
-# the driver sees ENGINE_WRAPPER_PID vanish and stops the same way. See engine/cli/signals.py.
+# running ones cancelled, nothing half-published; exit 128+N). A stop is held until the driver
+# catches the signal: while the JVM starts there is no driver yet, and the driver starts with the
+# JVM's ignored SIGINT/SIGTERM until it sets its handler; neither has done anything yet. Held longer
+# than $stop_grace seconds, the JVM is killed (the driver dies with it: engine/cli/jvm_watch.py) and
+# the run ends 128+N; a JVM that ends meanwhile (its driver had finished) ends it with its own exit
+# code. If this script is killed outright, the driver sees ENGINE_WRAPPER_PID vanish and stops the
+# same way. See engine/cli/signals.py.
 export ENGINE_WRAPPER_PID=$$
 # The driver's output reaches the terminal through the JVM (a pipe): tell it a live view will show.
 if [ -t 1 ]; then export ENGINE_TTY=1; fi
+if [ -n "$stop_signal" ]; then stopped; fi
 (
   trap '' INT TERM
   # This subshell becomes the JVM (spark-submit and spark-class exec it): the driver watches it.
@@ -111,6 +126,7 @@ if [ -t 1 ]; then export ENGINE_TTY=1; fi
     "${ENGINE_APP:-$root/main.py}" ${hydra_args[@]+"${hydra_args[@]}"}
 ) &
 child=$!
+stop_grace=10
 
 driver_pids() {  # the Python driver: the child of the JVM running main.py
   if command -v pgrep >/dev/null; then
@@ -124,20 +140,45 @@ driver_pids() {  # the Python driver: the child of the JVM running main.py
   done
   return 0
 }
-signalled=""
-forward() {
-  signalled=1
-  local pid
-  for pid in $(driver_pids); do kill -"$1" "$pid" 2>/dev/null || true; done
+catching() {  # $1: pids, $2: a signal's name. Whether each has a handler for it (without /proc, as on
+  local pid mask bit  # macOS, each is taken to have one; one that has just ended has none)
+  [ -r /proc/self/status ] || return 0
+  bit=$(($(kill -l "$2") - 1))
+  for pid in $1; do
+    mask="$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null || true)"
+    [ -n "$mask" ] && (((0x$mask >> bit) & 1)) || return 1
+  done
+  return 0
 }
-trap 'forward TERM' TERM
-trap 'forward INT' INT
+jvm_runs() { kill -0 "$child" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$child/status" 2>/dev/null; }
+killed_for=""
+relay() {  # pass the stop on once the driver catches it; held past $stop_grace s, end the JVM
+  local since=$SECONDS pids pid
+  while [ -n "$pending" ]; do
+    pids="$(driver_pids)"
+    if [ -n "$pids" ] && catching "$pids" "$stop_signal"; then
+      for pid in $pids; do kill -"$stop_signal" "$pid" 2>/dev/null || true; done
+      pending=""
+    elif ! jvm_runs; then
+      pending=""  # it ended meanwhile: its exit code says how
+    elif [ $((SECONDS - since)) -ge "$stop_grace" ]; then
+      killed_for="$stop_signal"
+      kill -KILL "$child" 2>/dev/null || true
+      pending=""
+    else
+      sleep 0.1
+    fi
+  done
+}
 while :; do
-  signalled=""
+  if [ -n "$pending" ]; then relay; fi
   set +e
   wait "$child"
   status=$?
   set -e
-  [ -z "$signalled" ] && break  # wait returned because spark-submit ended, not for a signal
+  if [ -z "$pending" ]; then break; fi  # wait returned because spark-submit ended, not for a signal
 done
+if [ -n "$killed_for" ] && [ "$status" -eq $((128 + 9)) ]; then
+  status=$((128 + $(kill -l "$killed_for")))  # the exit status says which signal stopped the run
+fi
 exit "$status"

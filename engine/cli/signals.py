@@ -4,9 +4,15 @@ The first signal asks the run to stop (:class:`~engine.runtime.stop.Stop`); late
 logged and ignored, so a scheduler's repeated TERM does not cut a publish in half. A stop that
 must be immediate is SIGKILL: the commit log repairs whatever that interrupts on the next run.
 
-``spark-submit.sh`` starts the JVM with SIGINT and SIGTERM ignored (so the JVM outlives the Python
-driver's clean-up), forwards the signals it gets to the driver, and exports its pid as
-``ENGINE_WRAPPER_PID``: if the wrapper is killed outright, the driver notices and stops too.
+``spark-submit.sh`` (and the ``engine`` command, :class:`engine.cli.launch.StopRelay`) starts the
+JVM with SIGINT and SIGTERM ignored (so the JVM outlives the Python driver's clean-up) and passes
+the signals it gets on to the driver once the driver catches them: the driver inherits the JVM's
+ignored signals until :func:`graceful_stop` sets its handler, and a signal sent before that would be
+lost. So a stop that comes before the driver exists or has its handler (the first seconds of a
+run, when nothing has been done) is held and delivered the moment it can be; held past a grace
+period, the JVM is killed instead. The wrapper exports its pid as ``ENGINE_WRAPPER_PID``: if the
+wrapper is killed outright, the driver notices and stops too. A JVM killed outright takes the
+driver with it (:mod:`engine.cli.jvm_watch`).
 """
 
 from __future__ import annotations

@@ -71,16 +71,19 @@ OWNER_GROUPS_ENV = "ENGINE_OWNER_GROUPS"
 """The owner's groups a run reads (:data:`engine.cli.flows.OWNER_GROUPS`)."""
 EXIT_FILE = "exit_code"
 RECORD_EXIT = """
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+trap 'stop=1; [ -n "${child:-}" ] && kill -TERM "$child" 2>/dev/null' TERM INT
 "${@:2}" & child=$!
+[ -n "${stop:-}" ] && kill -TERM "$child" 2>/dev/null
 wait "$child"; code=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
 echo "$code" > "$1.tmp" && mv "$1.tmp" "$1"
 exit "$code"
 """
-"""Runs the command, passes SIGTERM on to it (``spark-submit.sh`` passes it to the driver, which
-stops gracefully) and writes its exit code to a file: a service started again after the one that
-launched it died cannot wait for the process, but reads how it ended."""
+"""Runs the command, passes SIGTERM on to it (``spark-submit.sh`` holds it until the driver can
+take it, and the driver stops gracefully) and writes its exit code to a file: a service started
+again after the one that launched it died cannot wait for the process, but reads how it ended. A
+cancel that comes while the command is being started (before ``child`` is set) is passed on as soon
+as it is."""
 POLL_SECONDS = 1.0
 """How often an adopted execution (started by a service process that is gone) is looked at."""
 END_ATTEMPTS = 3

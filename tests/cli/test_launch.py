@@ -1,5 +1,6 @@
 """The ``engine`` command (engine.cli.launch) without starting Spark: its spark-submit line, how stop
-signals reach the driver, and how concurrent first runs publish the resolved JVM jars."""
+signals reach the driver (held until it can take them), and how concurrent first runs publish the
+resolved JVM jars."""
 
 from __future__ import annotations
 
@@ -79,18 +80,21 @@ def test_the_command_has_the_given_jars_the_engine_zip_and_the_driver(
     assert len(list(tmp_path.glob("engine-*.zip"))) == 1
 
 
-# -- stop signals reach the Python driver (pgrep, else /proc), or end spark-submit before there is one
+# -- stop signals reach the Python driver (pgrep, else /proc) once it catches them, else end spark-submit
 
 DRIVER_LIKE = """
 import os, signal, sys, time
+late = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+print("ready", flush=True)
+time.sleep(late)  # meanwhile SIGINT stays ignored, as the JVM left it
 signal.signal(signal.SIGINT, lambda *_: sys.exit(42))
 jvm = os.getppid()
-print("ready", flush=True)
 while os.getppid() == jvm:
     time.sleep(0.1)
 """
-"""Stands for the Python driver: stops (exit 42) on SIGINT once it says it is ready (it starts with
-SIGINT ignored, inherited from the JVM, until it sets its handler), and when its JVM is gone."""
+"""Stands for the Python driver: it starts with SIGINT ignored (inherited from the JVM), says it is
+ready, sets its handler ``argv[2]`` seconds later (0 by default), then stops (exit 42) on SIGINT,
+and when its JVM is gone."""
 JVM_LIKE = "import signal, subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
 """Stands for the JVM: runs the driver as its child, exits with its status."""
 
@@ -108,21 +112,29 @@ def script(tmp_path: Path) -> str:
     return str(where)
 
 
-@pytest.fixture
-def jvm(script: str) -> Iterator[subprocess.Popen[bytes]]:
+@contextlib.contextmanager
+def jvm_running(script: str, *driver_args: str) -> Iterator[subprocess.Popen[bytes]]:
     """A process ignoring SIGINT/SIGTERM (as spark-submit starts) whose child is a driver running
-    ``script``."""
+    ``script`` (with ``driver_args``)."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", JVM_LIKE, sys.executable, "-c", DRIVER_LIKE, script],
+        [sys.executable, "-c", JVM_LIKE, sys.executable, "-c", DRIVER_LIKE, script, *driver_args],
         preexec_fn=_ignore_stops,
         stdout=subprocess.PIPE,
     )
     assert parent.stdout is not None and parent.stdout.readline() == b"ready\n"
-    yield parent
-    with contextlib.suppress(ProcessLookupError):
-        parent.kill()  # not yet waited for, so the pid is still this process's
-    parent.wait()
-    parent.stdout.close()
+    try:
+        yield parent
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            parent.kill()  # not yet waited for, so the pid is still this process's
+        parent.wait()
+        parent.stdout.close()
+
+
+@pytest.fixture
+def jvm(script: str) -> Iterator[subprocess.Popen[bytes]]:
+    with jvm_running(script) as parent:
+        yield parent
 
 
 @pytest.mark.parametrize(
@@ -149,20 +161,47 @@ def test_without_pgrep_the_driver_is_found_in_proc(
 def test_a_stop_signal_goes_to_the_driver_which_stops_and_the_jvm_with_it(
     jvm: subprocess.Popen[bytes], script: str
 ) -> None:
-    assert launch.forward_stop(jvm.pid, script, signal.SIGINT) is False
-    assert jvm.wait(timeout=20) == 42, "the driver got SIGINT and stopped its own way; the JVM ended with it"
+    relay = launch.StopRelay(jvm, script)
+    relay.handle(signal.SIGINT)
+    code = jvm.wait(timeout=20)
+    assert code == 42, "the driver got SIGINT and stopped its own way; the JVM ended with it"
+    assert relay.exit_status(code) == 42 and relay.killed_for is None
 
 
-def test_with_no_driver_yet_a_stop_signal_ends_spark_submit(script: str) -> None:
-    """Before the fix nothing happened: spark-submit ignores SIGINT/SIGTERM and there was no driver."""
+def test_a_stop_before_the_driver_catches_it_is_held_and_delivered_once_it_does(script: str) -> None:
+    """The driver starts with the JVM's ignored SIGINT and sets its handler a second later: a stop
+    sent meanwhile was lost (the run went on), now it is held until the driver takes it."""
+    with jvm_running(script, "1.0") as parent:
+        relay = launch.StopRelay(parent, script, grace=20)
+        relay.handle(signal.SIGINT)
+        assert parent.wait(timeout=20) == 42, "the driver got the stop once it could take it"
+        assert relay.killed_for is None
+
+
+def test_with_no_driver_a_held_stop_ends_spark_submit_after_the_grace(script: str) -> None:
+    """Before the first fix nothing happened: spark-submit ignores SIGINT/SIGTERM and there was no
+    driver. A stop no driver takes ends spark-submit once held for the grace period."""
     starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=_ignore_stops)
     try:
-        assert launch.forward_stop(starting.pid, script, signal.SIGINT) is True
-        assert starting.wait(timeout=20) == -signal.SIGKILL
+        relay = launch.StopRelay(starting, script, grace=0.5)
+        relay.handle(signal.SIGINT)
+        code = starting.wait(timeout=20)
+        assert code == -signal.SIGKILL and relay.exit_status(code) == 128 + signal.SIGINT
     finally:
         with contextlib.suppress(ProcessLookupError):
             starting.kill()
         starting.wait()
+
+
+def test_a_spark_submit_that_ends_while_a_stop_is_held_keeps_its_exit_status(script: str) -> None:
+    """A stop held for a driver that never comes, while spark-submit ends by itself (its driver had
+    finished): not killed, its own exit status stands (the run was not stopped)."""
+    ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"], preexec_fn=_ignore_stops)
+    relay = launch.StopRelay(ending, script, grace=20)
+    relay.handle(signal.SIGTERM)
+    code = ending.wait(timeout=20)
+    relay.join(timeout=5)
+    assert code == 0 and relay.exit_status(code) == 0 and relay.killed_for is None
 
 
 # -- the first resolution of the JVM jars: concurrent runs publish one complete directory

@@ -1,6 +1,7 @@
-"""Runs through ``./spark-submit.sh`` killed at moments a user cannot choose: the JVM killed with
-SIGKILL mid-run (its Python driver must end with it, so that the rerun recovers). The process tree
-is read from ``/proc``, the tables with delta-rs."""
+"""Runs through ``./spark-submit.sh`` killed or stopped at moments a user cannot choose: the JVM
+killed with SIGKILL mid-run (its Python driver must end with it, so that the rerun recovers), and
+SIGTERM before the JVM, before the driver and during planning (the run stops and publishes
+nothing). The process tree is read from ``/proc``, the tables with delta-rs."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from tests.e2e import SUBMIT
+from tests.e2e import REPO, SUBMIT
 from tests.watchdog import Watchdog, children, stat_fields, watching
 
 pytestmark = pytest.mark.e2e
 
 RUN_SECONDS = 600
 JOB = "stopped"
+PYTHON = REPO / ".venv" / "bin" / "python"
+"""The driver's interpreter (``spark-submit.sh`` sets ``PYSPARK_DRIVER_PYTHON`` to it)."""
 
 
 @dataclass
@@ -203,3 +206,135 @@ def test_a_jvm_killed_with_sigkill_takes_its_driver_along_and_the_rerun_publishe
     rerun = job.rerun()
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
     assert job.published() == job.good, "every valid record exactly once"
+
+
+def _lease_taken(job: Job) -> bool:
+    return any((job.warehouse / "_engine" / "leases").glob(f"{JOB}/*.json"))
+
+
+def _started_set_up(run: Submitted) -> int | None:
+    return run.child(run.proc.pid, "scripts/bootstrap.sh")
+
+
+def _jvm_before_its_driver(run: Submitted) -> int | None:
+    """The JVM, while it has no driver that takes SIGTERM: none started yet, or one still starting
+    (it inherits the JVM's ignored SIGTERM until it sets its handler)."""
+    jvm = run.jvm()
+    return jvm if jvm and not any(_catches_sigterm(pid) for pid in children(jvm)) else None
+
+
+def _catches_sigterm(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+MOMENTS = {
+    "before-the-jvm": _started_set_up,
+    "before-the-driver": _jvm_before_its_driver,
+    "during-planning": lambda run: _lease_taken(run.job),
+}
+"""When the stop comes: the wrapper still setting up (no JVM yet), the JVM started but its driver not
+yet able to take the signal, the driver holding the job's lease (planning follows at once)."""
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_a_stop_at_any_moment_stops_the_run_and_publishes_nothing(tmp_path: Path, moment: str) -> None:
+    """SIGTERM to ``spark-submit.sh`` at three moments of a run's first seconds: the run ends 143
+    (128 + SIGTERM), CANCELLED when its driver had started, and nothing is published: the sink and
+    the error table are empty, no run row says it succeeded. Before the fix a stop that came before
+    the driver existed (or before it set its handler: it inherits the JVM's ignored SIGTERM) was
+    dropped, and the run went on and published. A stopped run leaves nothing a rerun cannot
+    finish: the rerun publishes every valid record once."""
+    job = Job(tmp_path, rows=20_000)
+    jvms: set[int] = set()
+    with submitted(job) as run:
+        run.until(moment, lambda: MOMENTS[moment](run))
+        run.proc.send_signal(signal.SIGTERM)
+        while run.proc.poll() is None:  # did a JVM start after the stop?
+            if (jvm := run.jvm()) is not None:
+                jvms.add(jvm)
+            time.sleep(0.01)
+        assert run.wait() == 128 + signal.SIGTERM, run.output()
+        assert all(gone_within(pid, 5.0) for pid in run.seen), "nothing of the run is left running"
+        assert run.summary().get("status", "CANCELLED") == "CANCELLED", run.output()
+        assert job.published() == [] and _rows(job.warehouse / "_errors" / JOB) == []
+        assert not [r for r in _rows(job.warehouse / "_engine" / "runs") if r["status"] != "CANCELLED"]
+        if moment == "before-the-jvm":
+            assert not jvms, "no JVM was started after the stop"
+        if moment == "during-planning":
+            assert run.summary()["status"] == "CANCELLED" and run.summary()["stopped_by"] == "received SIGTERM"
+
+    rerun = job.rerun()
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
+    assert job.published() == job.good
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    if not (path / "_delta_log").is_dir():
+        return []
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+
+
+def _app(tmp_path: Path, body: str) -> Path:
+    """An ``ENGINE_APP`` (what ``spark-submit.sh`` submits instead of ``main.py``) that watches its
+    JVM as the engine's driver does, then runs ``body`` without ever setting a handler for SIGTERM
+    (it keeps the JVM's ignored one)."""
+    app = tmp_path / "app.py"
+    app.write_text(f"from engine.cli.jvm_watch import die_with_jvm\ndie_with_jvm()\n{body}\n")
+    return app
+
+
+def _submit_app(app: Path, root: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "ENGINE_APP": str(app)}
+    return subprocess.Popen([*SUBMIT, f"warehouse={root / 'wh'}"], env=env, stdout=subprocess.DEVNULL)
+
+
+def test_a_stop_a_driver_never_takes_ends_the_jvm_after_the_grace(tmp_path: Path) -> None:
+    """A driver that never sets its SIGTERM handler (here a stand-in app) cannot take a stop: held
+    10 s, then the JVM is killed, the driver ends with it, and the wrapper exits 143."""
+    app = _app(tmp_path, "import time\ntime.sleep(300)")
+    with watching(tmp_path / "watchdog.pids") as dog:
+        proc = _submit_app(app, tmp_path)
+        dog.track(proc.pid, tree=True)
+        try:
+            driver = _wait_for_app(proc, app)
+            stopped = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+            assert 9 <= time.monotonic() - stopped < 30, "held for the grace, then the JVM was killed"
+            assert gone_within(driver, 5.0), "the driver ended with its JVM"
+        finally:
+            with suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+
+
+def test_a_run_that_ends_by_itself_while_a_stop_is_held_keeps_its_exit_code(tmp_path: Path) -> None:
+    """A stop held for a driver that ends on its own (here: exits 0 two seconds later without
+    taking it) is not turned into a kill: the wrapper exits with the run's own code."""
+    app = _app(tmp_path, "import time\ntime.sleep(2)")
+    proc = _submit_app(app, tmp_path)
+    try:
+        _wait_for_app(proc, app)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        with suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+
+def _wait_for_app(proc: subprocess.Popen[bytes], app: Path) -> int:
+    deadline = time.monotonic() + RUN_SECONDS
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before its app started"
+        for jvm in children(proc.pid):
+            for pid in children(jvm):  # the app, not spark-class's shells nor its launcher JVM
+                if _cmdline(pid).startswith(f"{PYTHON} {app}"):
+                    return pid
+        time.sleep(0.01)
+    raise AssertionError("the app did not start")

@@ -2,8 +2,9 @@
 
 One flow is run twice at once (the second is SKIPPED: two executions of a flow never overlap),
 the service is killed while the first runs and started again, and the first is found, watched and
-ends SUCCEEDED with its hops; its data is read with delta-rs and pyarrow. Another execution is
-cancelled through the API."""
+ends SUCCEEDED with its hops; its data is read with delta-rs and pyarrow. Other executions are
+cancelled through the API: while running, at once, and in the first seconds (before the driver can
+take the signal)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.service.conftest import ARTIFACTS, Served, service_env
+from tests.watchdog import children
 
 pytestmark = pytest.mark.e2e
 
@@ -154,4 +156,62 @@ def test_a_running_execution_is_cancelled_gracefully(own_service: Served) -> Non
     assert served.call("DELETE", f"/flowexecutions/{one}", "carol").status_code == 409
     lake = served.warehouse / "lake" / "orders"
     assert not lake.exists() or DeltaTable(str(lake)).to_pyarrow_table().num_rows in (0, 46), "all or nothing"
+    served.stop_gracefully()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _catches_sigterm(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def _jvm_before_its_driver(served: Served) -> bool:
+    """An execution's SparkSubmit JVM runs (service -> record-exit shell -> spark-submit.sh -> JVM)
+    and no driver of it takes SIGTERM yet (none started, or one that has not set its handler)."""
+    assert served.proc is not None
+    for shell in children(served.proc.pid):
+        for wrapper in children(shell):
+            for jvm in children(wrapper):
+                line = _cmdline(jvm)
+                if line.split(" ")[0].endswith("/java") and "org.apache.spark.deploy.SparkSubmit" in line:
+                    return not any(_catches_sigterm(pid) for pid in children(jvm))
+    return False
+
+
+@pytest.mark.parametrize("moment", ["at-once", "before-the-driver"])
+def test_a_cancel_in_the_first_seconds_stops_the_execution_and_publishes_nothing(
+    own_service: Served, moment: str
+) -> None:
+    """A cancel right after the execution starts, and one once its JVM runs but before its driver
+    can take SIGTERM: 202, then CANCELLED (exit 143), and nothing of the flow is published (no lake
+    table rows, no replica file). Before the fix the second was answered 202 and ignored
+    (``spark-submit.sh`` passed SIGTERM only to a driver that had its handler): the run published."""
+    served = own_service
+    served.call("POST", "/flowconfigs", "carol", json={"flowGroup": "team", "flowName": "early", **FLOW})
+    started_at = served.call("POST", "/flowexecutions", "carol", json={"flowGroup": "team", "flowName": "early"})
+    one = started_at.json()["flowExecutionId"]
+    if moment == "before-the-driver":
+        deadline = time.monotonic() + RUN_SECONDS
+        while not _jvm_before_its_driver(served):
+            assert time.monotonic() < deadline, "no JVM before its driver"
+            time.sleep(0.005)
+    cancelled = served.call("DELETE", f"/flowexecutions/{one}", "carol")
+    assert cancelled.status_code == 202 and cancelled.json()["cancelRequested"], cancelled.text
+    done = wait_for(served, one, "carol")
+    output = served.call("GET", f"/flowexecutions/{one}/output", "carol").text
+    assert done["executionStatus"] == "CANCELLED" and done["message"] == "cancelled by carol", output[-6000:]
+    assert done["exitCode"] == 128 + signal.SIGTERM, output[-6000:]
+    lake = served.warehouse / "lake" / "orders"
+    assert not lake.exists() or DeltaTable(str(lake)).to_pyarrow_table().num_rows == 0, "nothing published"
+    assert not list((served.warehouse / "replica").glob("**/*.parquet")), "nothing published"
     served.stop_gracefully()
