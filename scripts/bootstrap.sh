@@ -23,7 +23,9 @@ ensure_venv() {
   [ -f "$venv/.stamp" ] && [ "$(cat "$venv/.stamp")" = "$want" ] && return
   log "installing Python packages into .venv (once)"
   [ -x "$venv/bin/python" ] || "$(python_bin)" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/requirements.lock" >&2
+  # --no-cache-dir: nothing of the user's home (~/.cache/pip) is read or written; the venv keeps
+  # what it installed, so only a changed requirement is downloaded again.
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir -r "$root/requirements.lock" >&2
   echo "$want" > "$venv/.stamp"
 }
 
@@ -31,12 +33,13 @@ ensure_jars() {
   local want; want="$(stamp_of "$root/jvm-packages.txt" "$root/requirements.lock")"
   [ -f "$cache/jars/.stamp" ] && [ "$(cat "$cache/jars/.stamp")" = "$want" ] && return
   log "resolving JVM packages into .cache (once)"
-  local coords; coords="$(grep -vE '^\s*(#|$)' "$root/jvm-packages.txt" | sed -E 's/^\s*classpath\s+//' | paste -sd, -)"
-  local noop; noop="$(mktemp --suffix=.py)"; echo 'pass' > "$noop"
-  PYSPARK_PYTHON="$venv/bin/python" "$venv/bin/spark-submit" \
-    --conf "spark.jars.ivy=$cache/ivy" --packages "$coords" "$noop" >"$cache/resolve.log" 2>&1 || {
-      log "JVM package resolution failed; see .cache/resolve.log"; tail -20 "$cache/resolve.log" >&2; exit 2; }
-  rm -f "$noop"
+  local coords; coords="$(grep -vE '^\s*(#|$)' "$root/jvm-packages.txt" | sed -E 's/^\s*classpath\s+//')"
+  # From Maven Central alone into .cache/ivy (conf/ivysettings.xml), never the user's ~/.m2; a
+  # cache that holds modules from elsewhere, or fails, is mended and tried again (the module says how).
+  # shellcheck disable=SC2086  # one coordinate a word
+  PYTHONPATH="$root" PYSPARK_PYTHON="$venv/bin/python" "$venv/bin/python" -m engine.cli.jvm_packages \
+    --ivy "$cache/ivy" --log "$cache/resolve.log" --label "[bootstrap]" $coords || {
+      log "JVM package resolution failed; see .cache/resolve.log"; exit 2; }
   rm -rf "$cache/jars" "$cache/classpath"; mkdir -p "$cache/jars" "$cache/classpath"
   local line c g a v into
   while read -r line; do

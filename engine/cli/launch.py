@@ -43,6 +43,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import engine
+from engine.cli.jvm_packages import ResolutionFailed, resolve
 from engine.cli.jvm_watch import JVM_PID_ENV
 from engine.config.app import conf_dir, packaged_file
 from engine.config.jobs_source import jobs_root
@@ -144,14 +145,10 @@ def _resolved(cache: Path) -> Path:
     jars_dir = cache / f"jars-{key}"
     if not (jars_dir / ".done").exists():
         print(f"[engine] resolving JVM packages into {jars_dir} (once)", file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            noop = Path(tmp) / "noop.py"
-            noop.write_text("pass\n")
-            packages = ",".join(c for c, _ in coords)
-            cmd = [_spark_submit(), "--conf", f"spark.jars.ivy={cache / 'ivy'}", "--packages", packages]
-            done = subprocess.run([*cmd, str(noop)], capture_output=True, text=True, env=_env({}))
-        if done.returncode != 0:
-            sys.exit(f"[engine] JVM package resolution failed:\n{done.stderr[-2000:]}\n(or set ENGINE_JARS)")
+        try:  # from Maven Central alone, never ~/.m2 (engine/cli/jvm_packages.py)
+            resolve([c for c, _ in coords], cache / "ivy", cache / "resolve.log")
+        except ResolutionFailed as exc:
+            sys.exit(f"[engine] JVM package resolution failed: {exc}\n(or set ENGINE_JARS)")
         staging = Path(tempfile.mkdtemp(dir=cache))
         (staging / "classpath").mkdir()
         for coord, on_class_path in coords:
