@@ -423,7 +423,7 @@ class StopRelay:
         """The signal for which spark-submit was killed (its exit status then says SIGKILL)."""
         self._pending: tuple[int, int] | None = None
         self._asked = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (a second signal may run the handler inside the first)
         self._thread: threading.Thread | None = None
 
     def handle(self, signum: int, _frame: FrameType | None = None) -> None:

@@ -193,6 +193,24 @@ def test_with_no_driver_a_held_stop_ends_spark_submit_after_the_grace(script: st
         starting.wait()
 
 
+def test_a_signal_that_comes_while_the_handler_runs_is_taken_too(script: str) -> None:
+    """Python runs a signal's handler between two bytecodes of the main thread, so a second signal
+    can run it inside the first: it must not wait for itself (the handler's lock is re-entrant)."""
+    ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"], preexec_fn=_ignore_stops)
+    relay = launch.StopRelay(ending, script, grace=20)
+
+    def nested() -> None:
+        with relay._lock:  # the first signal's handler, interrupted by a second
+            relay.handle(signal.SIGTERM)
+
+    inside = threading.Thread(target=nested, daemon=True)
+    inside.start()
+    inside.join(timeout=5)
+    assert not inside.is_alive(), "the handler waited for itself"
+    assert ending.wait(timeout=20) == 0
+    relay.join(timeout=5)
+
+
 def test_a_spark_submit_that_ends_while_a_stop_is_held_keeps_its_exit_status(script: str) -> None:
     """A stop held for a driver that never comes, while spark-submit ends by itself (its driver had
     finished): not killed, its own exit status stands (the run was not stopped)."""
