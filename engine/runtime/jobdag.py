@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,11 +49,13 @@ from engine.sinks.base import Sink
 from engine.sinks.conf import TableSinkConf
 from engine.sinks.contract import SchemaContractError
 from engine.sinks.error_table import RECORD_ID, ErrorTable, ReplayedTable, held_scope
+from engine.sources.appended import READ_AGAIN
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import SourceLimitsConf
 from engine.sources.error_rows import ErrorRowsSource
 from engine.sources.workunits import MultiWorkUnit, WorkUnit, pack
 from engine.spec import DagSpec
+from engine.spec.places import METADATA_DIR
 from engine.state.status import Status, dag_outcome
 from engine.state.store import utcnow
 from engine.storage.hadoop import HadoopFs
@@ -159,6 +162,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         self.source: Source = s.entry.load()(s.conf, name=s.name, key=s.key, schema_ddl=s.schema_ddl)
         self.steps: list[Converter] = [st.entry.load()(st.conf, step=st.name, key=st.key) for st in spec.steps]
         self.sinks: list[Sink] = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in spec.sinks]
+        if spec.warehouse:
+            self.source.scratch = scratch_of(spec.warehouse, job, spec.name)
         rules = [step.rule() for step in self.steps]
         quality = Quality.of(rules, max_rejected=spec.max_rejected, gates=list(spec.gates), key=spec.key)
         self.fork = Fork(spec.branches, key=spec.key, quality=quality)
@@ -244,6 +249,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         plan = self._plan(
             spark, ctx, validate_only=validate_only, reuse=reuse, inputs_may_not_exist=inputs_may_not_exist
         )
+        if plan is not None and reuse is None:
+            self._name_duplicating_sinks(plan.units)
         if plan is not None and ctx is not None and not validate_only and any(not u.empty for u in plan.units):
             plan.references = {s.step: v for s in self.steps if (v := s.pinned) is not None}
             if reuse is None and plan.references:  # each dataset's status row says what it joined
@@ -303,6 +310,16 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         if checked != key:
             ctx.chain_passed(key)
         return RecordsPlan(units=units, schema=schema, predicates=predicates)
+
+    def _name_duplicating_sinks(self, units: list[WorkUnit]) -> None:
+        """A unit reading a file again whole (:data:`~engine.sources.appended.READ_AGAIN`) says
+        which sinks then hold its earlier records twice, as a rewind's warning does."""
+        twice = [f"sink `{s.name}`" for s in self.sinks if s.conf.on_replay().effect == "DUPLICATES"]
+        said = f"sinks that now hold its earlier records twice: {', '.join(twice)}" if twice else ""
+        for unit in units:
+            if READ_AGAIN in unit.note and said:
+                unit.note = f"{unit.note} ({said})"
+                log.warning("dag %s: %s: %s", self.name, unit.dataset, unit.note)
 
     def _checked_before(self, units: list[WorkUnit]) -> RecordsPlan:
         """The plan of a run with nothing to read whose chain passed this check before: no schema,
@@ -539,7 +556,10 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                     outcomes.append(self._outcome(u, g, Status.COMMITTED, self._noted(u, g)))
         why = failed[0].error if failed else next(iter(refused.values()), "")
         result = self._result(outcomes, written, run.started, message=why, read=read)
-        result.staged = staged
+        copied = self.source.scratch is not None and any(
+            getattr(f, "offset", 0) for g in ok for u in g.group.units for f in u.payload or []
+        )
+        result.staged = [*staged, Staged([], self.source.scratch)] if staged and copied else staged
         read_with = [c for c in columns_of(run.plan.schema) if c[0] != CORRUPT_RECORD] if run.plan.schema else []
         result.schemas = {"": read_with, **run.schemas} if read_with else dict(run.schemas)
         return result
@@ -777,6 +797,13 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
             check_parses(spark, sql, key=f"{self.spec.key}.forks.{name}")
         for gate in self.fork.quality.gates:
             check_parses(spark, gate.sql, key=gate.key)
+
+
+def scratch_of(warehouse: str, job: str, dag: str) -> str:
+    """The DAG's scratch folder (:attr:`Source.scratch <engine.sources.base.Source.scratch>`),
+    in the warehouse's metadata."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{dag}")
+    return f"{warehouse.rstrip('/')}/{METADATA_DIR}/scratch/{name}"
 
 
 def with_dataset(frame: DataFrame, group: MultiWorkUnit) -> DataFrame:

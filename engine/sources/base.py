@@ -78,6 +78,10 @@ class Source(ABC):
         self.name = name
         self.key = key
         self.schema_ddl = schema_ddl
+        self.scratch: str | None = None
+        """A folder of the DAG's own under the warehouse where a read may keep what it copies
+        (the new bytes of a file appended to); the runtime sets it, and empties it once the batch
+        is published. ``None``: there is none (nothing is copied)."""
 
     def declared_schema(self) -> StructType | None:
         """The schema the config declares (``schema_ddl``), parsed by Spark on the driver (no job);

@@ -39,6 +39,9 @@ class FileEntry:
     size: int
     mtime_ms: int
     dataset: str
+    offset: int = 0
+    """How many of its first bytes a run read before (a file appended to since it was read):
+    only the bytes after them are read (:mod:`engine.sources.appended`)."""
 
     @property
     def position(self) -> tuple[int, str]:

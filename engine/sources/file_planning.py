@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError
+from engine.sources.appended import changed
 from engine.sources.base import PlanContext
 from engine.sources.conf import FilesSourceConf
 from engine.sources.file_listing import FileEntry, bare, list_files
@@ -64,7 +65,7 @@ class FilePlanner:
         files = self._list(spark)
         if self.conf.incremental == "none":
             return self._plan_everything(files)
-        return self._plan_new_files(files, ctx)
+        return self._plan_new_files(files, ctx, HadoopFs(spark))
 
     def _list(self, spark: SparkSession) -> list[FileEntry]:
         """Every visible file under the paths (:func:`~engine.sources.file_listing.list_files`)."""
@@ -85,13 +86,13 @@ class FilePlanner:
 
     # -- new files -----------------------------------------------------------------------------
 
-    def _plan_new_files(self, files: list[FileEntry], ctx: PlanContext) -> list[WorkUnit]:
+    def _plan_new_files(self, files: list[FileEntry], ctx: PlanContext, fs: HadoopFs) -> list[WorkUnit]:
         cutoff = int((ctx.now.replace(tzinfo=timezone.utc).timestamp() - float(self.conf.min_age)) * 1000)
         start, end = self._range_ms()
         by_dataset = _group(files)
         known = set(by_dataset) | set(ctx.state)
         lows = {d: self._file_low(d, ctx) for d in known}
-        candidates = self._new_file_candidates(by_dataset, lows, ctx, (cutoff, start, end))
+        candidates, said = self._new_file_candidates(by_dataset, lows, ctx, (cutoff, start, end), fs)
         chosen = take(candidates, _file_size, per_dataset=ctx.per_dataset, per_run=ctx.per_run, guarantee=ctx.guarantee)
         units = []
         for cand in candidates:
@@ -100,8 +101,9 @@ class FilePlanner:
             if not picked:
                 units.append(WorkUnit.carry(cand.dataset, low, "throttled" if throttled else "no new files"))
                 continue
-            late = sum(1 for f in picked if low is not None and f.position <= low.position)
-            note = f"{late} late file(s)" if late else ""
+            late = sum(1 for f in picked if low is not None and f.position <= low.position and not f.offset)
+            changes = [said[f.path] for f in picked if f.path in said]
+            note = "; ".join([f"{late} late file(s)"] * bool(late) + changes)
             if throttled:
                 note = ", ".join(n for n in (note, f"throttled: {len(picked)} of {len(cand.items)} files") if n)
             high = _advance(low, picked, self._lookback_ms)
@@ -114,10 +116,13 @@ class FilePlanner:
         lows: dict[str, FileWatermark | None],
         ctx: PlanContext,
         window: tuple[int, int, int],
-    ) -> list[Candidate[FileEntry]]:
+        fs: HadoopFs,
+    ) -> tuple[list[Candidate[FileEntry]], dict[str, str]]:
         """Each dataset's files not read yet, oldest first: modified at or before the cutoff and
         inside the backfill range (``window``: cutoff, start, end in ms). The file log is read only
-        when some dataset has a watermark, and must then hold every such dataset."""
+        when some dataset has a watermark, and must then hold every such dataset. A file the log
+        has under another size is read as :func:`~engine.sources.appended.changed` says (only its
+        new bytes, if lines were appended); what it says of each such file, by path."""
         cutoff, start, end = window
         logged = ctx.files_read() if any(low is not None for low in lows.values()) else {}
         for dataset, low in lows.items():
@@ -126,6 +131,7 @@ class FilePlanner:
                     key=self.key, dataset=dataset, watermark=low.display(), value=f"{low.mtime_ms}|{low.path}"
                 )
         candidates = []
+        said: dict[str, str] = {}
         for dataset in sorted(lows):
             read_before = _ReadBefore(lows[dataset], logged.get(dataset, set()), self._lookback_ms)
             eligible = [
@@ -133,9 +139,22 @@ class FilePlanner:
                 for f in by_dataset.get(dataset, [])
                 if f.mtime_ms <= cutoff and start <= f.mtime_ms < end and not read_before(f)
             ]
+            before = _last_reads(logged.get(dataset, set()))
+            low = lows[dataset]
+            for i, f in enumerate(eligible):
+                last = before.get(f.path)
+                # changed since a read the watermark covers (after a rewind, a read after the new
+                # watermark is read again whole: the rewind asked for it)
+                if (
+                    last is not None
+                    and last != (f.mtime_ms, f.size)
+                    and low is not None
+                    and (last[0], f.path) <= low.position
+                ):
+                    eligible[i], said[f.path] = changed(fs, self.conf, f, last[1])
             eligible.sort(key=lambda f: f.position)
             candidates.append(Candidate(dataset, eligible, ctx.rank(dataset)))
-        return candidates
+        return candidates, said
 
     def _file_low(self, dataset: str, ctx: PlanContext) -> FileWatermark | None:
         low = ctx.low(dataset)
@@ -279,6 +298,15 @@ def _advance(low: FileWatermark | None, picked: list[FileEntry], lookback_ms: in
     floor = _floor(low, lookback_ms) if low is not None else None
     recent = low.recent if low is not None else ()
     return FileWatermark(furthest[0], furthest[1], recent, floor=floor)
+
+
+def _last_reads(logged: set[FileKey]) -> dict[str, tuple[int, int]]:
+    """Each logged path's ``(modification time, size)`` when it was last read (the latest time's)."""
+    latest: dict[str, tuple[int, int]] = {}
+    for path, mtime, size in logged:
+        if path not in latest or mtime >= latest[path][0]:
+            latest[path] = (mtime, size)
+    return latest
 
 
 def _group(files: list[FileEntry]) -> dict[str, list[FileEntry]]:

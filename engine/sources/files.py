@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from engine.columns import DATASET
+from engine.columns import DATASET, FILE
 from engine.errors import ConfigError, JobFailedError
+from engine.sources.appended import tail_copy
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
 from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
@@ -163,15 +164,49 @@ class FilesSource(Source):
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         work = [u for u in units if not u.empty and u.payload]  # a unit may have lost all its files
         self._fs, self._data_columns = HadoopFs(spark), [n for n in schema.fieldNames() if n != CORRUPT_RECORD]
-        conforming = [
-            replace(u, payload=own) for u in work if (own := [f for f in u.payload if not self._by_header(f)])
-        ]
-        frames = [self._with_reasons(self._read_units(spark, conforming, schema), schema)] if conforming else []
+        whole = [replace(u, payload=own) for u in work if (own := [f for f in u.payload if not self._by_part(f)])]
+        frames = [self._with_reasons(self._read_units(spark, whole, schema), schema)] if whole else []
         frames += self._read_by_headers(spark, work, schema)
+        tails = self._read_tails(spark, work, schema)
+        if tails:  # each record of a copied tail names the file it was appended to, the others theirs
+            frames = [f.withColumn(FILE, F.input_file_name()) for f in frames] + tails
         if not frames:
             frames = [spark.createDataFrame([], schema).withColumn(DATASET, F.lit(None).cast("string"))]
         frame = reduce(lambda a, b: a.unionByName(b), frames)
         return self._skipped.with_error_rows(spark, frame, units)
+
+    def _by_part(self, entry: FileEntry) -> bool:
+        """Whether ``entry`` is read apart from the others: by its header, or only its new bytes."""
+        return bool(self._by_header(entry)) or self._tail(entry)
+
+    def _tail(self, entry: FileEntry) -> bool:
+        """Whether only the bytes of ``entry`` after the ones read before are read (a scratch folder
+        to copy them to is needed; without one the file is read whole)."""
+        return entry.offset > 0 and self.scratch is not None
+
+    def _read_tails(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> list[DataFrame]:
+        """The new bytes of each file appended to since a run read it (:mod:`engine.sources.appended`),
+        copied to the scratch folder and read from there, each record with the file's own path."""
+        assert self._fs is not None
+        frames = []
+        for u in work:
+            for f in u.payload:
+                if not self._tail(f):
+                    continue
+                assert self.scratch is not None
+                copy = tail_copy(self._fs, self.conf, f, self.scratch)
+                header = self._by_header(f)
+                if header is None:
+                    read = self._with_reasons(self._reader(spark).schema(schema).load([copy]), schema)
+                else:
+                    with_header = header_schema(f.path, header, schema, corrupt=CORRUPT_RECORD)
+                    raw = self._reader(spark).option("enforceSchema", "true").schema(with_header).load([copy])
+                    read = by_name(self._with_reasons(raw, with_header), schema, keep=(CORRUPT_REASON,))
+                frames.append(read.withColumn(DATASET, F.lit(u.dataset)).withColumn(FILE, F.lit(f.path)))
+                log.info(
+                    "%s: read bytes %d..%d of %s, appended since a run read it", self.key, f.offset, f.size, f.path
+                )
+        return frames
 
     def _read_units(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> DataFrame:
         """The records of ``work``'s files, each with its dataset URN."""
@@ -193,7 +228,7 @@ class FilesSource(Source):
         groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         for u in work:
             for f in u.payload:
-                if (header := self._by_header(f)) is not None:
+                if (header := self._by_header(f)) is not None and not self._tail(f):
                     groups.setdefault((u.dataset, tuple(header)), []).append(f.path)
         frames = []
         for (dataset, names), paths in groups.items():

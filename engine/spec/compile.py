@@ -288,6 +288,7 @@ def _compile_dag(name: str, dag: DagConf, key: str, ctx: _Context) -> DagSpec | 
         priority=dag.priority,
         after=tuple(dag.after),
         pool=dag.pool,
+        warehouse=ctx.warehouse,
     )
 
 

@@ -260,6 +260,9 @@ class DagSpec:
     """Sinks it no longer writes that an unfinished batch of it may still publish to (a replay
     leaves out the ``from = error`` sinks, but finishes a live batch that wrote them): their logins
     still reach the commit steps (:meth:`JobDag.locations <engine.runtime.jobdag.JobDag.locations>`)."""
+    warehouse: str = ""
+    """The job's warehouse: where the DAG keeps what it reads besides its sinks' staging (the new
+    bytes of files appended to, :meth:`JobDag.scratch <engine.runtime.jobdag.JobDag.scratch>`)."""
 
     @property
     def pool_name(self) -> str:

@@ -55,6 +55,35 @@ class HadoopFs:
         finally:
             stream.close()
 
+    def read_at(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of a file from ``offset`` (fewer at its end), as stored (no codec)."""
+        fs, jpath = self._fs(path)
+        stream = fs.open(jpath)
+        try:
+            stream.seek(offset)
+            bounded = self._jvm.org.apache.commons.io.input.BoundedInputStream(stream, length)
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+        finally:
+            stream.close()
+
+    def copy_range(self, src: str, dst: str, offset: int, length: int, *, prefix: bytes = b"") -> None:
+        """Write ``prefix`` then ``length`` bytes of ``src`` from ``offset`` as the file ``dst``
+        (replacing one there), streamed from file system to file system inside the JVM."""
+        fs, jsrc = self._fs(src)
+        dst_fs, jdst = self._fs(dst)
+        stream = fs.open(jsrc)
+        try:
+            stream.seek(offset)
+            out = dst_fs.create(jdst, True)
+            try:
+                if prefix:
+                    out.write(bytearray(prefix))
+                self._jvm.org.apache.commons.io.IOUtils.copyLarge(stream, out, 0, length)
+            finally:
+                out.close()
+        finally:
+            stream.close()
+
     def exists(self, path: str) -> bool:
         fs, jpath = self._fs(path)
         return bool(fs.exists(jpath))

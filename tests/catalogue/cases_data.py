@@ -169,4 +169,23 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             "in/a.json": '{"id": 1}\n',
         },
     ),
+    Case(
+        "a-file-appended-to-is-not-read-again-whole",
+        "58.4",
+        (
+            Step(RUN, 0, files={"in/log.json": "".join(f'{{"id": {i}}}\n' for i in range(1, 11))}),
+            Step(
+                RUN,
+                0,
+                ("only they are read",),
+                append={"in/log.json": "".join(f'{{"id": {i}}}\n' for i in range(11, 16))},
+                tables={"lake": Rows(count=15, unique=("id",))},
+            ),
+        ),
+        files=job_file(
+            "j",
+            'sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT" }\n'
+            "sinks.lake { type = delta, path = lake }\n",
+        ),
+    ),
 ]

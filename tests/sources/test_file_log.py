@@ -76,13 +76,15 @@ def test_a_file_rewritten_in_place_is_read_again_whatever_its_modification_time(
     touch(land / "a.json", rows(0, 5), mtime=T0)
     touch(land / "b.json", rows(5, 10), mtime=T0 + MINUTE)
     assert run_with(spark, job(land / "*.json"), lake, store, run=1).summary()["records_read"] == 10
-    touch(land / "a.json", rows(0, 7), mtime=T0)  # new content, the old modification time kept
+    touch(land / "a.json", rows(10, 17), mtime=T0)  # new content, the old modification time kept
     again = run_with(spark, job(land / "*.json"), lake, store, run=2)
     touch(land / "b.json", rows(5, 6), mtime=T0 + 2 * MINUTE)  # rewritten later
     third = run_with(spark, job(land / "*.json"), lake, store, run=3)
-    idle = run_with(spark, job(land / "*.json"), lake, store, run=4)
+    touch(land / "b.json", rows(5, 8), mtime=T0 + 3 * MINUTE)  # lines appended to it: only they are new
+    fourth = run_with(spark, job(land / "*.json"), lake, store, run=4)
+    idle = run_with(spark, job(land / "*.json"), lake, store, run=5)
 
-    assert [r.summary()["records_read"] for r in (again, third, idle)] == [7, 1, 0]
+    assert [r.summary()["records_read"] for r in (again, third, fourth, idle)] == [7, 1, 2, 0]
 
 
 def test_a_late_file_older_than_any_lookback_is_read_once_even_when_throttled(spark: Any, lake: Path) -> None:

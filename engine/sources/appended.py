@@ -1,0 +1,84 @@
+"""Files a run read that have changed since: appended to (only the new bytes are read), or
+rewritten (read again whole, saying so).
+
+The file log keeps each file read with its modification time and size; a file counts as read
+while both are those logged. A file logged with fewer bytes that has since grown was either
+appended to (a log file, a CSV a producer adds lines to) or rewritten. Reading it whole again
+published its first records twice. So a grown file of a line-oriented format (JSON lines, CSV,
+text; not compressed) whose logged size ends a line is *appended*: the run reads the bytes after
+that size only, copied on the driver into the DAG's scratch folder under the warehouse (a CSV
+with a header gets its header line first) and read from there by Spark, each record still
+carrying the file's own path (record ids, the error table's ``origin``). The copy is deterministic
+(the same bytes for a plan re-executed after a crash) and goes once the batch is published.
+
+Any other change (a Parquet or Avro file replaced, a compressed file, one that shrank, or whose
+logged size does not end a line) is a *rewrite*: the file is new, read whole, and the dataset's
+note says that the sinks that append now hold its earlier records twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from engine.sources.csv_headers import has_header
+from engine.sources.file_listing import FileEntry
+
+if TYPE_CHECKING:
+    from engine.sources.conf import FilesSourceConf
+    from engine.storage.hadoop import HadoopFs
+
+COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".xz", ".br")
+"""Names Hadoop's codecs read: their bytes cannot be cut where a line ends."""
+HEADER_BYTES = 64 * 1024
+READ_AGAIN = "read again whole, as a new file"
+"""What a changed file's note says (the runtime adds which sinks then hold its records twice)."""
+
+
+def line_oriented(conf: FilesSourceConf) -> bool:
+    """Whether the source's files are lines, each a record (so new bytes after a line are new records)."""
+    options = {k.lower(): str(v).lower() for k, v in conf.options.items()}
+    if conf.format in ("json", "csv"):
+        return options.get("multiline", "false") != "true"
+    return conf.format == "text" and options.get("wholetext", "false") != "true"
+
+
+def changed(fs: HadoopFs, conf: FilesSourceConf, entry: FileEntry, logged_size: int) -> tuple[FileEntry, str]:
+    """``entry`` (a file logged read with ``logged_size`` bytes, changed since) as the run reads
+    it: with the bytes read before to skip if it was appended to, else whole; and what to say."""
+    appended = 0 < logged_size < entry.size and _appendable(conf, entry.path)
+    if appended and _ends_a_line(fs, entry.path, logged_size):
+        grown = entry.size - logged_size
+        said = f"{entry.path} grew by {grown} bytes since a run read it: only they are read"
+        return replace(entry, offset=logged_size), said
+    return entry, (
+        f"{entry.path} changed since a run read it ({logged_size} bytes then, {entry.size} now, not lines added at "
+        f"its end): {READ_AGAIN}"
+    )
+
+
+def _appendable(conf: FilesSourceConf, path: str) -> bool:
+    return line_oriented(conf) and not path.lower().endswith(COMPRESSED)
+
+
+def _ends_a_line(fs: HadoopFs, path: str, size: int) -> bool:
+    return fs.read_at(path, size - 1, 1) == b"\n"
+
+
+def tail_copy(fs: HadoopFs, conf: FilesSourceConf, entry: FileEntry, scratch: str) -> str:
+    """The bytes of ``entry`` after its ``offset`` (to its planned size), as a file in ``scratch``
+    (written unless a copy of the same bytes is there): a CSV with a header gets its header line."""
+    digest = hashlib.sha1(f"{entry.path}|{entry.offset}|{entry.size}".encode()).hexdigest()[:20]
+    target = f"{scratch.rstrip('/')}/{digest}.{conf.format}"
+    prefix = _header_line(fs, entry.path) if conf.format == "csv" and has_header(conf.options) else b""
+    length = entry.size - entry.offset
+    if fs.size(target) != len(prefix) + length:
+        fs.copy_range(entry.path, target, entry.offset, length, prefix=prefix)
+    return target
+
+
+def _header_line(fs: HadoopFs, path: str) -> bytes:
+    head = fs.read_at(path, 0, HEADER_BYTES)
+    end = head.find(b"\n")
+    return head if end < 0 else head[: end + 1]

@@ -1,0 +1,109 @@
+"""A file appended to after a run read it (issue 58, item 4): only its new lines are read, each
+once; a file rewritten otherwise is read again whole, and the run says so. Tables read with
+delta-rs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from engine.state.store import InMemoryMetadataStore
+from tests.helpers import run_with
+
+T0 = 1_700_000_000
+
+
+def job(inputs: Path, fmt: str = "json", **source: Any) -> dict[str, Any]:
+    return {
+        "sources": {
+            "in": {"type": "files", "format": fmt, "path": str(inputs), "schema": "id INT, name STRING", **source}
+        },
+        "sinks": {"lake": {"type": "delta", "path": "lake"}},
+    }
+
+
+def lines(first: int, last: int) -> str:
+    return "".join(json.dumps({"id": i, "name": f"n{i}"}) + "\n" for i in range(first, last + 1))
+
+
+def put(path: Path, text: str, *, mtime: float, append: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w") as f:
+        f.write(text)
+    os.utime(path, (mtime, mtime))
+
+
+def ids(lake: Path) -> list[int]:
+    return sorted(DeltaTable(str(lake / "lake")).to_pyarrow_table().column("id").to_pylist())
+
+
+def notes(summary: dict[str, Any]) -> str:
+    return " ".join(summary["dags"][0]["notes"].values())
+
+
+@pytest.mark.parametrize("mtime_kept", [False, True], ids=["mtime-moves", "mtime-kept"])
+def test_lines_appended_to_a_file_read_are_read_once(spark: Any, lake: Path, tmp_path: Path, mtime_kept: bool) -> None:
+    store, file = InMemoryMetadataStore(), tmp_path / "in" / "log.json"
+    put(file, lines(1, 10), mtime=T0)
+    assert run_with(spark, job(tmp_path / "in"), lake, store, run=1).summary()["records_read"] == 10
+    before = file.stat().st_size
+    put(file, lines(11, 15), mtime=T0 if mtime_kept else T0 + 60, append=True)
+    second = run_with(spark, job(tmp_path / "in"), lake, store, run=2).summary()
+    assert (second["status"], second["records_read"]) == ("SUCCEEDED", 5), second
+    assert ids(lake) == list(range(1, 16)), "each record once"
+    assert f"grew by {file.stat().st_size - before} bytes since a run read it: only they are read" in notes(second)
+    assert not (lake / "_engine" / "scratch").exists() or not any((lake / "_engine" / "scratch").rglob("*.json"))
+    third = run_with(spark, job(tmp_path / "in"), lake, store, run=3).summary()
+    assert third["records_read"] == 0, "nothing new"
+
+
+def test_a_csv_with_a_header_appended_to_reads_the_new_lines_by_its_header(
+    spark: Any, lake: Path, tmp_path: Path
+) -> None:
+    store, file = InMemoryMetadataStore(), tmp_path / "in" / "people.csv"
+    spec = job(tmp_path / "in", "csv", options={"header": True})
+    put(file, "name,id\na,1\nb,2\n", mtime=T0)  # its header in another order than the schema's
+    run_with(spark, spec, lake, store, run=1)
+    put(file, "c,3\nd,4\n", mtime=T0 + 60, append=True)
+    second = run_with(spark, spec, lake, store, run=2).summary()
+    assert second["records_read"] == 2, second
+    found = sorted(DeltaTable(str(lake / "lake")).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert found == [{"id": i, "name": n} for i, n in enumerate("abcd", start=1)]
+
+
+def test_a_bad_record_in_the_new_lines_names_the_file_it_was_appended_to(
+    spark: Any, lake: Path, tmp_path: Path
+) -> None:
+    store, file = InMemoryMetadataStore(), tmp_path / "in" / "log.json"
+    put(file, lines(1, 2), mtime=T0)
+    run_with(spark, job(tmp_path / "in"), lake, store, run=1)
+    put(file, '{"id": "x", "name": "bad"}\n' + lines(3, 3), mtime=T0 + 60, append=True)
+    assert run_with(spark, job(tmp_path / "in"), lake, store, run=2).summary()["errors"] == 1
+    (error,) = DeltaTable(str(lake / "_errors" / "t")).to_pyarrow_table().to_pylist()
+    assert error["origin"].endswith("/in/log.json") and error["record"] == '{"id": "x", "name": "bad"}'
+    assert ids(lake) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        pytest.param(lines(1, 3), lines(1, 3).replace("n1", "nn1") + lines(4, 4), id="an-earlier-line-changed"),
+        pytest.param(lines(1, 3), lines(7, 9), id="replaced-with-as-many-bytes"),
+    ],
+)
+def test_a_file_changed_otherwise_is_read_again_whole_and_the_run_says_so(
+    spark: Any, lake: Path, tmp_path: Path, first: str, then: str
+) -> None:
+    store, file = InMemoryMetadataStore(), tmp_path / "in" / "log.json"
+    put(file, first, mtime=T0)
+    run_with(spark, job(tmp_path / "in"), lake, store, run=1)
+    put(file, then, mtime=T0 + 60)
+    second = run_with(spark, job(tmp_path / "in"), lake, store, run=2).summary()
+    said = notes(second)
+    assert "changed since a run read it" in said and "read again whole, as a new file" in said, said
+    assert "sink `lake`" in said, "the sinks that now hold its earlier records twice are named"
