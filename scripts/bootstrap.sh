@@ -82,8 +82,9 @@ ensure_cds() {
 train_cds() {
   local archive="$1" work code=0; work="$(mktemp -d)"
   log "training the driver JVM's class archive on the demo job (once, about a minute)"
-  # The demo from this tree, locally, whatever the caller's environment points the engine at.
-  env $(compgen -e | grep '^ENGINE_' | sed 's/^/-u /') ENGINE_CDS_TRAIN="$archive.tmp" \
+  # The demo from this tree, locally, whatever the caller's environment points the engine at; its
+  # Spark log file in the scratch folder too (by default a run keeps it in the user's home).
+  env $(compgen -e | grep '^ENGINE_' | sed 's/^/-u /') ENGINE_CDS_TRAIN="$archive.tmp" ENGINE_LOG_DIR="$work/logs" \
     bash "$root/spark-submit.sh" job=demo/orders "warehouse=$work/lake" progress=off >"$cache/cds/train.log" 2>&1 || code=$?
   rm -rf "$work"
   if [ "$code" -eq 0 ] && [ -s "$archive.tmp" ]; then

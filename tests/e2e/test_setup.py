@@ -1,5 +1,5 @@
-"""The set-up's JVM package resolution (``scripts/bootstrap.sh``) against Maven Central, with a
-user's home that a Maven build has left a POM without its jar in. Each test sets up a throwaway
+"""The set-up (``scripts/bootstrap.sh``) and its JVM package resolution against Maven Central, with
+a user's home that a Maven build has left a POM without its jar in. Each test sets up a throwaway
 copy of the tree (this tree's engine and packages linked in, its own ``.cache``, stamps and
 ``jvm-packages.txt`` naming one small artifact, nothing of this tree written), with ``HOME`` and
 Java's ``user.home`` (the passwd entry's home, which Spark's resolver reads, not ``$HOME``) at a
@@ -104,6 +104,37 @@ def assert_set_up_from_central(tree: Tree, done: subprocess.CompletedProcess[str
     assert hashlib.sha1(tree.jar().read_bytes()).hexdigest() == central(".jar.sha1").decode().split()[0]
     record = (tree.ivy / "cache" / GROUP / ARTIFACT / f"ivydata-{VERSION}.properties").read_text()
     assert ".m2" not in record and "local-m2-cache" not in record, "the cache records Maven Central alone"
+
+
+def test_training_the_class_archive_leaves_the_users_home_alone(tmp_path: Path) -> None:
+    """The rest of the set-up, with the JVM packages already there (this tree's, linked in): the
+    class archive's training runs the demo job, whose Spark log file went to the user's home
+    (``~/.local/state/engine/logs``); it goes to the training's scratch folder now."""
+    if os.environ.get("ENGINE_CDS") == "off":
+        pytest.skip("ENGINE_CDS=off: the set-up trains no class archive")
+    tree = Tree(tmp_path)
+    (tree.root / "jvm-packages.txt").unlink()
+    (tree.root / "jvm-packages.txt").symlink_to(REPO / "jvm-packages.txt")
+    for folder in ("jars", "classpath"):
+        (tree.root / ".cache" / folder).mkdir(parents=True)
+        for jar in (REPO / ".cache" / folder).glob("*.jar"):
+            (tree.root / ".cache" / folder / jar.name).symlink_to(jar)
+    (tree.root / ".cache" / "jars" / ".stamp").write_text(
+        stamp(tree.root / "jvm-packages.txt", tree.root / "requirements.lock")
+    )
+    done = subprocess.run(
+        ["bash", str(tree.root / "scripts" / "bootstrap.sh")],
+        env={k: v for k, v in tree.env().items() if k != "ENGINE_CDS"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "training" in done.stderr and "resolving" not in done.stderr, done.stderr
+    assert list((tree.root / ".cache" / "cds").glob("*.jsa")), (tree.root / ".cache" / "cds" / "train.log").read_text()[
+        -3000:
+    ]
+    assert tree.home_files() == [], "nothing written in the user's home"
 
 
 def test_a_pom_without_its_jar_in_the_users_maven_repository_does_not_fail_the_first_set_up(tmp_path: Path) -> None:
