@@ -1,9 +1,10 @@
 """The set-up (``scripts/bootstrap.sh``) and its JVM package resolution against Maven Central, with
 a user's home that a Maven build has left a POM without its jar in. Each test sets up a throwaway
-copy of the tree (this tree's engine and packages linked in, its own ``.cache``, stamps and
-``jvm-packages.txt`` naming one small artifact, nothing of this tree written), with ``HOME`` and
-Java's ``user.home`` (the passwd entry's home, which Spark's resolver reads, not ``$HOME``) at a
-fake home. The resolved jar is checked against the SHA-1 Maven Central publishes for it."""
+copy of the tree (this tree's engine and packages linked in, its own ``.cache``, stamps and, but
+for the training's test, a ``jvm-packages.txt`` naming one small artifact; nothing of this tree
+written), with ``HOME`` and Java's ``user.home`` (the passwd entry's home, which Spark's resolver
+reads, not ``$HOME``) at a fake home. The resolved jar is checked against the SHA-1 Maven Central
+publishes for it."""
 
 from __future__ import annotations
 
