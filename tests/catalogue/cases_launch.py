@@ -20,7 +20,8 @@ the JVM packages before anything runs), so each is proved by dedicated tests of 
   artifact from Maven Central with a fake home whose ``~/.m2`` holds its POM without its jar (a
   first set-up; a cache poisoned by the old set-up, with Central's POM and with a local build's; a
   cache whose records mislead), the jar checked against Central's SHA-1 and the home left
-  untouched. ``tests/cli/test_jvm_packages.py``: what is forgotten of a cache, and what is kept.
+  untouched, also by the class archive's training. ``tests/cli/test_jvm_packages.py``: what is
+  forgotten of a cache, and what is kept.
 """
 
 from __future__ import annotations
