@@ -21,6 +21,10 @@ RECORD_ID = "record_id"
 ORIGIN = "origin"
 """The error table's column of where each record was read: its :data:`FILE` value (the file, ``""``
 for sources that read none), a part of its ``record_id``."""
+RECORD_BYTES = "record_bytes"
+"""The error table's column of a rejected record as read, byte for byte, when it is not UTF-8
+text (null otherwise): ``record`` then holds the text with each invalid sequence replaced by
+U+FFFD, which every reader can read."""
 
 READ_STEP = "read"
 """The step of a record the source could not parse, in the error table."""

@@ -32,7 +32,7 @@ from engine.converters.frame import (
 )
 from engine.errors import ConfigError
 from engine.forks.quality import Quality
-from engine.sinks.error_table import ORIGIN, RECORD_ID, Origins, record_id, with_record_ids
+from engine.sinks.error_table import ORIGIN, RECORD_BYTES, RECORD_ID, Origins, record_id, with_record_ids
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -214,7 +214,8 @@ class Fork:
         rows = frame.where(pred)
         place = [F.lit(ctx.job), F.lit(ctx.dag), F.lit(ctx.source), _optional(rows, DATASET), _optional(rows, FILE)]
         identified = with_record_ids(rows, record_id(place, F.col(RECORD), _reasons()))
-        return error_rows(identified, ctx, F.col(RECORD_ID), _optional(identified, FILE).alias(ORIGIN))
+        raw = F.when(~F.is_valid_utf8(F.col(RECORD)), F.col(RECORD).cast("binary")).alias(RECORD_BYTES)
+        return error_rows(identified, ctx, F.col(RECORD_ID), _optional(identified, FILE).alias(ORIGIN), raw)
 
 
 def _tallies(preds: dict[str, Column], col: ColumnOf = F.col, origin: Column | None = None) -> list[Column]:
@@ -286,7 +287,7 @@ def error_rows(rows: DataFrame, ctx: ErrorContext, *extra: str | Column) -> Data
         F.lit(ctx.source).alias("source"),
         F.col(ERRORS)[0]["step"].alias("step"),
         _reasons().alias("reasons"),
-        F.col(RECORD).alias("record"),
+        F.make_valid_utf8(F.col(RECORD)).alias("record"),  # bytes that are not UTF-8 would make it unreadable
         F.current_timestamp().alias("error_time"),
         *extra,
     )

@@ -19,6 +19,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.columns import ORIGIN as ORIGIN
+from engine.columns import RECORD_BYTES as RECORD_BYTES
 from engine.columns import RECORD_ID as RECORD_ID
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.delta_files import read_kept
@@ -36,12 +37,12 @@ if TYPE_CHECKING:
 
 ERROR_TABLE_DDL = (
     "job STRING, dag STRING, run_id STRING, source STRING, step STRING, reasons ARRAY<STRING>, "
-    f"record STRING, error_time TIMESTAMP, {RECORD_ID} STRING, {ORIGIN} STRING"
+    f"record STRING, error_time TIMESTAMP, {RECORD_ID} STRING, {ORIGIN} STRING, {RECORD_BYTES} BINARY"
 )
-SCHEMA_VERSION = 3
-"""2: ``record_id``; 3: ``origin``. A table of an earlier version gets the columns it lacks, null
-for its rows, at :meth:`ErrorTable.ensure`."""
-_ADDED = (RECORD_ID, ORIGIN)
+SCHEMA_VERSION = 4
+"""2: ``record_id``; 3: ``origin``; 4: ``record_bytes``. A table of an earlier version gets the
+columns it lacks, null for its rows, at :meth:`ErrorTable.ensure`."""
+_ADDED = {RECORD_ID: "STRING", ORIGIN: "STRING", RECORD_BYTES: "BINARY"}
 _STATS = {"delta.dataSkippingStringPrefixLength": "256"}
 """Delta keeps the first 32 characters of a string's least and greatest value per file; paths
 differ further on: without more, the files' statistics could not skip other batches' origins."""
@@ -102,7 +103,7 @@ class ErrorTable:
         has = set(spark.read.format("delta").load(self.path).columns)
         table = f"delta.`{self.path}`"
         if lacking := [c for c in _ADDED if c not in has]:
-            spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'{c} STRING' for c in lacking)})")
+            spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(f'{c} {_ADDED[c]}' for c in lacking)})")
         settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({settings})")
 

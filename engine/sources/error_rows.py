@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from engine.columns import DATASET, FILE, READ_STEP, RECORD_ID, SKIPPED_FILE
+from engine.columns import DATASET, FILE, READ_STEP, RECORD_BYTES, RECORD_ID, SKIPPED_FILE
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, PlanContext, Source
 from engine.sources.conf import ErrorRowsConf
 from engine.sources.record_errors import corrupt_reason
@@ -123,12 +123,22 @@ class ErrorRowsSource(Source):
             wanted &= F.col("step") == conf.step
         if (text := conf.reason) is not None:
             wanted &= F.exists(F.col("reasons"), lambda r: r.contains(text))
-        rows = table.where(wanted).select(RECORD_ID, "step", "record")
+        rows = table.where(wanted).select(RECORD_ID, "step", self._record(table))
         if HadoopFs(spark).delta_version(conf.marks) < 0:
             return rows
         marks = spark.read.format("delta").load(conf.marks)
         done = marks.where((F.col("job") == conf.job) & (F.col("dag") == conf.dag)).select(RECORD_ID)
         return rows.join(done, on=RECORD_ID, how="left_anti")
+
+    def _record(self, table: DataFrame) -> Column:
+        """A row's record: its bytes decoded as the source's ``encoding`` says, where the table
+        kept them (not UTF-8 when rejected), else its text."""
+        if RECORD_BYTES not in table.columns:  # a table written before it had the column
+            return F.col("record")
+        options = {k.lower(): str(v) for k, v in self.conf.options.items()}
+        charset = options.get("encoding", options.get("charset", "UTF-8"))
+        decoded = F.decode(F.col(RECORD_BYTES), charset)
+        return F.when(F.col(RECORD_BYTES).isNotNull(), decoded).otherwise(F.col("record")).alias("record")
 
     def _as_read(self) -> Column:
         """Whether a row holds the text the source could not parse (else the JSON of a record)."""

@@ -38,7 +38,15 @@ def corrupt_reason(fmt: str, schema: StructType, corrupt: str, options: dict[str
     parts = [_mismatch(f, texts[f.name]) for f in checked]
     named = F.concat_ws("; ", *parts) if parts else F.lit("")
     fallback = F.lit(f"malformed {fmt.upper()} record: it does not parse")
-    return F.when(raw.isNotNull(), F.coalesce(F.nullif(named, F.lit("")), fallback))
+    said = F.coalesce(F.nullif(named, F.lit("")), fallback)
+    return F.when(raw.isNotNull(), F.when(F.is_valid_utf8(raw), said).otherwise(F.lit(NOT_UTF8)))
+
+
+NOT_UTF8 = (
+    "malformed record: its bytes are not UTF-8 text (the error table keeps them in `record_bytes`); "
+    "if the files use another encoding, set the source's options.encoding"
+)
+"""Why a record whose raw text is not UTF-8 was rejected: not its columns' fault."""
 
 
 def _field_texts(

@@ -188,4 +188,29 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             "sinks.lake { type = delta, path = lake }\n",
         ),
     ),
+    case(
+        "bytes-not-utf8-in-a-rejected-record",
+        "58.5",
+        RUN,
+        0,
+        files={
+            **job_file(
+                "j",
+                'sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT, name STRING" }\n'
+                "sinks.lake { type = delta, path = lake }\n",
+            ),
+            "in/a.json": b'{"id": 1, "name": "ok"}\n{"id": 2, "name": "Zo\xeb"}\n',
+        },
+        tables={
+            "lake": Rows(count=1),
+            "_errors/j": Rows(
+                count=1,
+                check=lambda t: (
+                    t.column("record_bytes").to_pylist() == [b'{"id": 2, "name": "Zo\xeb"}']
+                    and "not UTF-8" in t.column("reasons").to_pylist()[0][0]
+                ),
+                why="the bytes kept apart, the text readable, the true reason",
+            ),
+        },
+    ),
 ]
