@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from engine.commit.owners import OWNER_FILE
 from engine.copy.errors import ListingError
 from engine.copy.fs import Listed, Location, list_files
 from engine.copy.manifest import Entry
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_OWNER_FILES = (OWNER_FILE, f".{OWNER_FILE}.crc")
+"""The owner record and the checksum Hadoop's local file system writes beside it."""
 STAGING = "_engine_staging"
 """The directory below the target root where files are staged (never listed, never copied)."""
 
@@ -197,11 +200,15 @@ def list_source(source: Location) -> list[_Found]:
 
 
 def _below(root: str, listed: list[Listed]) -> Iterator[tuple[Listed, str]]:
-    """Each file listed below ``root`` with its path relative to it, staging left out."""
+    """Each file listed below ``root`` with its path relative to it, staging left out, and the
+    record of which job owns a place (:data:`~engine.commit.owners.OWNER_FILE`: the source's, not
+    the copy's)."""
     skip = len(root.rstrip("/")) + 1
     for info in listed:
         rel = info.path[skip:] if info.path.startswith(root) else _relative(root, info.path)
         if STAGING in rel and STAGING in rel.split("/"):
+            continue
+        if rel.rsplit("/", 1)[-1] in _OWNER_FILES:
             continue
         yield info, rel
 

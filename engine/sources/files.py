@@ -202,7 +202,8 @@ class FilesSource(Source):
                     with_header = header_schema(f.path, header, schema, corrupt=CORRUPT_RECORD)
                     raw = self._reader(spark).option("enforceSchema", "true").schema(with_header).load([copy])
                     read = by_name(self._with_reasons(raw, with_header), schema, keep=(CORRUPT_REASON,))
-                frames.append(read.withColumn(DATASET, F.lit(u.dataset)).withColumn(FILE, F.lit(f.path)))
+                named = F.lit(self._fs.input_file_name(f.path))  # as its records read whole would say
+                frames.append(read.withColumn(DATASET, F.lit(u.dataset)).withColumn(FILE, named))
                 log.info(
                     "%s: read bytes %d..%d of %s, appended since a run read it", self.key, f.offset, f.size, f.path
                 )

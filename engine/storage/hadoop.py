@@ -84,6 +84,18 @@ class HadoopFs:
         finally:
             stream.close()
 
+    def input_file_name(self, path: str) -> str:
+        """What Spark's ``input_file_name()`` says of a record of the file at ``path`` (a
+        qualified path): its URL-encoded form, a local file's as ``file:///...``."""
+        encoded = str(
+            self._jvm.org.apache.spark.paths.SparkPath.fromPath(self._jvm.org.apache.hadoop.fs.Path(path)).urlEncoded()
+        )
+        return (
+            f"file://{encoded[len('file:') :]}"
+            if encoded.startswith("file:/") and not encoded.startswith("file://")
+            else encoded
+        )
+
     def exists(self, path: str) -> bool:
         fs, jpath = self._fs(path)
         return bool(fs.exists(jpath))
