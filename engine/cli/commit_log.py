@@ -44,7 +44,10 @@ def commit_command(
     *,
     run_id: str,
     spark: Any = None,
+    write: bool = True,
 ) -> dict[str, Any]:
+    """Show, release or abandon a waiting batch; with ``write`` false, only refuse a mistake,
+    writing nothing (an empty answer otherwise)."""
     if req.action == "show":
         return {"job": job, "status": Status.OK, "batches": show_pending(store, job, max_attempts)}
     if req.action not in operations.ACTIONS:
@@ -53,6 +56,8 @@ def commit_command(
         raise ConfigError(f"`{req.action}` needs a reason (it is recorded)", key="commit.reason")
     log = CommitLog(store, job, run_id)
     target = operations.target(log, max_attempts, dag=req.dag, batch=req.batch)
+    if not write:
+        return {}
     if req.action == "release":
         operations.release(log, target, req.reason)
         print(f"released batch {target.batch} of dag {target.dag}: the next run tries to publish it again")

@@ -274,6 +274,8 @@ def _checkpoint(run: Run) -> dict[str, Any]:
     req = CheckpointRequest(**{"action": "show", **_given(run.conf.checkpoint.model_dump())})
     if req.action == "show":
         return checkpoint(metadata, run.spec.name, list(run.spec.dags), req, run_id=run.run_id)
+    # a mistake is refused before anything is written (no lease taken, no table made); checked again under the lease
+    checkpoint(metadata, run.spec.name, list(run.spec.dags), req, run_id=run.run_id, write=False)
     with lease:  # changing state while the job runs is refused (exit code 3)
         metadata.ensure()
         return checkpoint(metadata, run.spec.name, list(run.spec.dags), req, run_id=f"checkpoint-{run.run_id}")
@@ -286,6 +288,8 @@ def _commit(run: Run) -> dict[str, Any]:
     req = CommitRequest(**_given(run.conf.commit.model_dump()))
     if req.action == "show":
         return commit_command(metadata, run.spec.name, run.attempts, req, run_id=run.run_id)
+    # a mistake is refused before anything is written (no lease taken, no table made); checked again under the lease
+    commit_command(metadata, run.spec.name, run.attempts, req, run_id=run.run_id, write=False)
     with lease:  # changing the commit log while the job runs is refused (exit code 3)
         metadata.ensure()
         return commit_command(

@@ -106,15 +106,24 @@ def _print_report(report: StatusReport, runs: int) -> None:
 
 
 def checkpoint(
-    store: MetadataStore, job: str, dags: list[Any], req: CheckpointRequest, *, run_id: str
+    store: MetadataStore, job: str, dags: list[Any], req: CheckpointRequest, *, run_id: str, write: bool = True
 ) -> dict[str, Any]:
     """Apply ``req`` to one dataset of ``dags`` (the job's compiled DAG specs), or acknowledge a
     DAG's lost state; a change that makes the next run read a range again says what each sink of
-    the DAG will do with it."""
+    the DAG will do with it. With ``write`` false, only refuse a mistake, writing nothing (an
+    empty answer otherwise)."""
     names = [d.name for d in dags]
     if req.action == START_OVER:
-        return _start_over(store, job, names, req, run_id=run_id)
-    change = change_checkpoint(store, job, names, req, run_id=run_id)
+        return _start_over(store, job, names, req, run_id=run_id, write=write)
+
+    def names_dataset(dag: str, urn: str) -> bool:
+        spec = next(d for d in dags if d.name == dag)
+        source = getattr(getattr(spec, "source", None), "conf", None)
+        return source is not None and source.names_dataset(urn)
+
+    change = change_checkpoint(store, job, names, req, run_id=run_id, names_dataset=names_dataset, write=write)
+    if not write:
+        return {}
     if change is None:
         return status_report(store, job)
     print(f"{change.action} {change.dataset}: {_shown(change.old)} -> {_shown(change.new)} ({change.reason})")
@@ -147,7 +156,7 @@ def _warn_replay(change: CheckpointChange, replays: list[replay.SinkReplay]) -> 
 
 
 def _start_over(
-    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+    store: MetadataStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str, write: bool = True
 ) -> dict[str, Any]:
     """Acknowledge a DAG's lost state; refused when its state is not lost (``reset`` is for that)."""
     dag = dag_of(dags, req)
@@ -158,6 +167,10 @@ def _start_over(
             "use checkpoint.action=reset checkpoint.dataset=<urn>",
             key="checkpoint.action",
         )
+    if not req.reason or not req.reason.strip():
+        raise ConfigError("say why: every checkpoint change is recorded with its reason", key="checkpoint.reason")
+    if not write:
+        return {}
     change = start_over(store, job, dag, {x.scope: x.datasets for x in lost}, reason=req.reason, run_id=run_id)
     for x in lost:
         print(f"{START_OVER} {dag} ({x.scope}): {len(x.datasets)} dataset(s) will be read from their beginning")

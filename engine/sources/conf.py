@@ -83,6 +83,11 @@ class SourceConf(PluginConf):
         as made upstream (a glob's fixed prefix); a source reading no path gives none."""
         return {}
 
+    def names_dataset(self, urn: str) -> bool:
+        """Whether ``urn`` is the URN of one of the datasets this source reads, as far as its config
+        tells (``mode=checkpoint`` setting a dataset no run has read yet); ``False`` when unsure."""
+        return False
+
     def lineage(self) -> list[DatasetName]:
         """What it reads: each input path (a glob's fixed prefix, the directory it reads in)."""
         return sorted({of_path(prefix) for prefix in self.inputs().values()})
@@ -166,6 +171,14 @@ class FilesSourceConf(SourceConf):
     def inputs(self) -> dict[str, str]:
         return {p: fixed_prefix(p) for p in self.paths()}
 
+    def names_dataset(self, urn: str) -> bool:
+        if not urn.startswith("files:"):
+            return False
+        if self.datasets == "single" and self.incremental != "partitions":
+            return urn == f"files:{self.paths()[0]}"
+        place = _unschemed(urn[len("files:") :]).rstrip("/")
+        return any(place.startswith(_unschemed(fixed_prefix(p)).rstrip("/") + "/") for p in self.paths())
+
     def schema_ddl(self) -> str | None:
         """The schema as a Spark DDL string (Avro schemas converted), or ``None`` to infer."""
         if self.schema_ is None:
@@ -202,6 +215,11 @@ class PartitionsConf(BaseModel):
         return value.strip("/")
 
 
+def _unschemed(path: str) -> str:
+    """A local path without its ``file:`` scheme (``file:/in`` and ``/in`` are one place)."""
+    return re.sub(r"^file:(//)?", "", path)
+
+
 def fixed_prefix(path: str) -> str:
     """The part of a glob before its first wildcard segment (the whole path if it has none)."""
     if not _GLOB.search(path):
@@ -236,6 +254,13 @@ class DeltaSourceConf(SourceConf):
 
     def inputs(self) -> dict[str, str]:
         return {self.path: self.path}
+
+    def dataset_urn(self) -> str:
+        """The URN of the one dataset it reads."""
+        return f"delta:{self.path}"
+
+    def names_dataset(self, urn: str) -> bool:
+        return urn == self.dataset_urn()
 
 
 class JdbcIncrementalConf(BaseModel):
@@ -309,6 +334,17 @@ class JdbcSourceConf(SourceConf):
     def lineage(self) -> list[DatasetName]:
         """Its table; nothing for a query (the tables it joins are the database's to say)."""
         return [of_jdbc(self.url, self.table)] if self.table else []
+
+    def dataset_urn(self) -> str:
+        """The URN of the one dataset it reads: the URL (without its query, which may hold a
+        password) and the table, or a digest of the query. (``hash`` of the text: the same across
+        runs because spark-submit fixes ``PYTHONHASHSEED``; changing it would orphan stored state.)"""
+        url = self.url.split("?", 1)[0]
+        what = self.table or f"query:{abs(hash(self.query)) % 10**10}"
+        return f"jdbc:{url}/{what}"
+
+    def names_dataset(self, urn: str) -> bool:
+        return urn == self.dataset_urn()
 
 
 class KafkaSourceConf(SourceConf):
@@ -407,6 +443,14 @@ class KafkaSourceConf(SourceConf):
     def lineage(self) -> list[DatasetName]:
         """Its topics; nothing for a ``pattern`` (the topics it matched are the run's datasets)."""
         return [of_kafka(self.bootstrap_servers, t) for t in self.topics or ()]
+
+    def names_dataset(self, urn: str) -> bool:
+        topic = urn.removeprefix("kafka:")
+        if not urn.startswith("kafka:"):
+            return False
+        return topic in (self.topics or []) or (
+            self.pattern is not None and re.fullmatch(self.pattern, topic) is not None
+        )
 
     def resolved(self, anchors: Anchors) -> KafkaSourceConf:
         schema = self.schema_

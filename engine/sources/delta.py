@@ -72,7 +72,7 @@ class DeltaSource(Source):
 
     @property
     def dataset(self) -> str:
-        return f"delta:{self.conf.path}"
+        return self.conf.dataset_urn()
 
     def check(self, spark: SparkSession, *, not_yet: frozenset[str] = frozenset()) -> None:
         from delta.tables import DeltaTable

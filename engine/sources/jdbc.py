@@ -58,9 +58,7 @@ class JdbcSource(Source):
 
     @property
     def dataset(self) -> str:
-        url = self.conf.url.split("?", 1)[0]
-        what = self.conf.table or f"query:{abs(hash(self.conf.query)) % 10**10}"
-        return f"jdbc:{url}/{what}"
+        return self.conf.dataset_urn()
 
     _schema: StructType | None = None
 

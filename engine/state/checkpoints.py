@@ -11,6 +11,7 @@ a new batch: sinks that append receive those records twice (``engine.cli.replay`
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.errors import ConfigError
@@ -33,9 +34,19 @@ class CheckpointRequest:
 
 
 def change_checkpoint(
-    store: StateStore, job: str, dags: list[str], req: CheckpointRequest, *, run_id: str
+    store: StateStore,
+    job: str,
+    dags: list[str],
+    req: CheckpointRequest,
+    *,
+    run_id: str,
+    names_dataset: Callable[[str, str], bool] = lambda dag, urn: False,
+    write: bool = True,
 ) -> CheckpointChange | None:
-    """Apply ``req`` (``show`` changes nothing and returns ``None``)."""
+    """Apply ``req`` (``show`` changes nothing and returns ``None``); with ``write`` false, only
+    refuse a mistake (:class:`ConfigError`), writing nothing. A dataset no run of the DAG has a
+    state of is refused, listing the DAG's, unless ``set`` names one its source reads
+    (``names_dataset(dag, urn)``: a topic it is to start at an offset, say)."""
     if req.action not in ACTIONS:
         raise ConfigError(
             f"unknown checkpoint action `{req.action}`; use one of: {', '.join(ACTIONS)}", key="checkpoint.action"
@@ -49,9 +60,19 @@ def change_checkpoint(
     if not req.reason or not req.reason.strip():
         raise ConfigError("say why: every checkpoint change is recorded with its reason", key="checkpoint.reason")
     dag = _dag_of(store, job, dags, req)
-    current = store.load_state(job, dag, LIVE).get(req.dataset)
+    state = store.load_state(job, dag, LIVE)
+    current = state.get(req.dataset)
+    if current is None and not (req.action == "set" and names_dataset(dag, req.dataset)):
+        known = ", ".join(sorted(state)) or "none yet (no run has read any)"
+        raise ConfigError(
+            f"DAG `{dag}` of job `{job}` has no dataset `{req.dataset}`; its datasets: {known} "
+            "(mode=status lists them)",
+            key="checkpoint.dataset",
+        )
     old = current.watermark if current else None
     new = _new_value(req, old)
+    if not write:
+        return None
     now = utcnow()
     store.save_state([DatasetState(job, dag, LIVE, req.dataset, new, run_id, now, note=req.action)])
     change = CheckpointChange(

@@ -56,6 +56,8 @@ class Step:
     env: Mapping[str, str] = field(default_factory=dict)
     before: Callable[[Path], None] | None = None
     """Anything else to do to ``{dir}`` first (a file made unreadable, a time set)."""
+    absent: tuple[str, ...] = ()
+    """Paths under ``{dir}`` that must not exist after the command (a table a refusal must not make)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ def case(
     env: Mapping[str, str] | None = None,
     before: Callable[[Path], None] | None = None,
     marks: tuple[Any, ...] = (),
+    absent: tuple[str, ...] = (),
 ) -> Case:
     """A case of one step."""
     step = Step(
@@ -95,6 +98,7 @@ def case(
         tables=tables or {},
         env=env or {},
         before=before,
+        absent=absent,
     )
     return Case(id, source, (step,), files=files or {}, marks=marks)
 

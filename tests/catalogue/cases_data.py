@@ -6,6 +6,10 @@ from __future__ import annotations
 from tests.catalogue.case import Case, Rows, Step, case, job_file
 
 RUN = ("job=j",)
+PLAIN = (
+    'sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT" }\n'
+    "sinks.lake { type = delta, path = lake }\n"
+)
 
 
 def reasons_say(text: str) -> Rows:
@@ -213,4 +217,62 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             ),
         },
     ),
+    Case(
+        "checkpoint-reset-of-a-dataset-the-job-does-not-have",
+        "58.8",
+        (
+            Step(RUN, 0),
+            Step(
+                (
+                    *RUN,
+                    "mode=checkpoint",
+                    "checkpoint.action=reset",
+                    "checkpoint.dataset=files:/nope",
+                    "checkpoint.reason=x",
+                ),
+                2,
+                ("key `checkpoint.dataset`", "has no dataset `files:/nope`", "its datasets: files:{dir}/in/*.json"),
+                tables={"lake": Rows(count=1), "_engine/checkpoint_changes": None},
+            ),
+        ),
+        files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
+    ),
+    case(
+        "checkpoint-set-of-a-dataset-the-source-names-before-any-run",
+        "58.8",
+        (
+            *RUN,
+            "mode=checkpoint",
+            "checkpoint.action=set",
+            "checkpoint.dataset=files:{dir}/in/*.json",
+            "checkpoint.kind=file",
+            "checkpoint.value=1700000000000|{dir}/in/a.json",
+            "checkpoint.reason=start",
+        ),
+        0,
+        '"status": "CHANGED"',
+        files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
+    ),
+    *[
+        case(
+            f"refused-{mode}-command-writes-nothing",
+            "pass",
+            (*RUN, f"mode={mode}", *args),
+            2,
+            key,
+            files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
+            absent=("wh/_engine",),
+        )
+        for mode, args, key in (
+            ("checkpoint", ("checkpoint.action=undo",), "key `checkpoint.action`"),
+            (
+                "checkpoint",
+                ("checkpoint.action=reset", "checkpoint.dataset=files:/x", "checkpoint.reason=r"),
+                "no dataset",
+            ),
+            ("checkpoint", ("checkpoint.action=reset", "checkpoint.dataset=files:/x"), "key `checkpoint.reason`"),
+            ("commit", ("commit.action=retry",), "key `commit.action`"),
+            ("commit", ("commit.action=release", "commit.reason=r"), "commit"),
+        )
+    ],
 ]

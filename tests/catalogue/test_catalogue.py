@@ -48,6 +48,8 @@ def test_case(case: Case, spark: Any, tmp_path: Path) -> None:
             assert _filled(fragment, tmp_path) not in printed, f"{where}: {fragment!r} printed:\n{printed}"
         for path, rows in step.tables.items():
             check_rows(f"{where}: {path}", read_table(tmp_path / "wh" / path), rows)
+        made = [path for path in step.absent if (tmp_path / _filled(path, tmp_path)).exists()]
+        assert not made, f"{where}: made {made}"
 
 
 def _run(root: Path, step: Step) -> tuple[int, str]:
