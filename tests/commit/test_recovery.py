@@ -78,9 +78,16 @@ def test_a_second_run_of_the_same_job_exits_3_and_touches_nothing(spark: Any, tm
         assert "run the-first-run" in summary["message"]
         assert not (wh / "out").exists()
         code, summary = run_here(
-            jobs, wh, "mode=checkpoint", "checkpoint.action=reset", "checkpoint.dataset=x", "checkpoint.reason=r"
+            jobs,
+            wh,
+            "mode=checkpoint",
+            "checkpoint.action=set",
+            f"checkpoint.dataset=files:{wh / 'in' / 'a'}",  # one of the job's datasets, before any run read it
+            "checkpoint.kind=file",
+            f"checkpoint.value=1700000000000|{wh / 'in' / 'a' / 'x.json'}",
+            "checkpoint.reason=r",
         )
-        assert code == 3  # changing state under a running job is refused too
+        assert code == 3, summary  # changing state under a running job is refused too
     finally:
         holder.release()
     code, summary = run_here(jobs, wh)

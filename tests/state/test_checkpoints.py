@@ -37,11 +37,16 @@ def request(
     return CheckpointRequest(action=action, dataset=dataset, value=value, kind=kind, reason=reason, dag=dag)
 
 
+def ours(dag: str, urn: str) -> bool:
+    """The DAG's source reads ``DS`` (a dataset it may be set on before any run read it)."""
+    return urn == DS
+
+
 def refused(store: InMemoryMetadataStore, dags: list[str], req: CheckpointRequest) -> ConfigError:
     """The error ``req`` is refused with; nothing was written."""
     states, changes = list(store.states), list(store.changelog)
     with pytest.raises(ConfigError) as info:
-        change_checkpoint(store, JOB, dags, req, run_id="r1")
+        change_checkpoint(store, JOB, dags, req, run_id="r1", names_dataset=ours)
     assert store.states == states
     assert store.changelog == changes
     return info.value
@@ -128,10 +133,24 @@ def test_set_without_a_watermark_needs_the_kind() -> None:
     store = seeded()
     error = refused(store, ["a"], request("set", "7"))
     assert error.key == "checkpoint.kind"
-    change = change_checkpoint(store, JOB, ["a"], request("set", "7", kind="long"), run_id="r1")
+    change = change_checkpoint(store, JOB, ["a"], request("set", "7", kind="long"), run_id="r1", names_dataset=ours)
     assert change is not None
     assert change.old is None
     assert live(store) == LongWatermark(7)
+
+
+@pytest.mark.parametrize("action", ["reset", "rewind", "set"])
+def test_a_dataset_the_job_does_not_have_is_refused_listing_its_own(action: str) -> None:
+    """A reset of a misspelt dataset answered CHANGED and stored a row for it (issue 58, item 8)."""
+    store = seeded(("a", DS, LongWatermark(5)))
+    error = refused(store, ["a"], request(action, "3", dataset="kafka:ordrs", kind="long"))
+    assert error.key == "checkpoint.dataset"
+    assert f"DAG `a` of job `orders` has no dataset `kafka:ordrs`; its datasets: {DS}" in str(error), str(error)
+
+
+def test_only_a_set_may_name_a_dataset_the_source_reads_before_any_run() -> None:
+    error = refused(seeded(), ["a"], request("reset"))
+    assert error.key == "checkpoint.dataset" and "its datasets: none yet" in str(error)
 
 
 def test_set_takes_the_kind_of_the_existing_watermark() -> None:
@@ -242,7 +261,7 @@ def test_a_multi_dag_job_infers_the_only_dag_with_the_dataset_in_live_state() ->
 
 def test_a_single_dag_job_uses_its_dag() -> None:
     store = seeded()
-    change = change_checkpoint(store, JOB, ["only"], request("set", "1", kind="long"), run_id="r1")
+    change = change_checkpoint(store, JOB, ["only"], request("set", "1", kind="long"), run_id="r1", names_dataset=ours)
     assert change is not None
     assert change.dag == "only"
 
