@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 __all__ = ["push_metrics", "registry_of"]
 
 _PER_DAG = (
-    ("records_read", "engine_dag_records_read", "Records the DAG's committed datasets read in the run"),
+    ("records_read", "engine_dag_records_read", "Records the DAG read in the run, published or not"),
     ("records_rejected", "engine_dag_records_rejected", "Records sent to the error table"),
     ("records_dropped", "engine_dag_records_dropped", "Records the chain dropped on purpose (dedupe)"),
     ("bytes_read", "engine_dag_bytes_read", "Bytes of input the DAG's committed datasets read"),

@@ -758,11 +758,11 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         """The DAG's result over ``outcomes``; with the groups ``read``, what its rules flagged and
         how its quality tests came out too."""
         committed = [o for o in outcomes if o.status == Status.COMMITTED]
-        return RecordsResult(
+        return RecordsResult(  # read: published or not (a refused batch read its records too); rejected: kept
             name=self.name,
             status=dag_outcome((o.status for o in outcomes), published=bool(committed)),
             message=message,
-            records_read=sum(o.records for o in committed),
+            records_read=sum(o.records for o in outcomes),
             records_rejected=sum(o.rejected for o in committed),
             records_dropped=sum(o.dropped for o in committed),
             sinks=written,

@@ -38,10 +38,20 @@ def corrupt_reason(fmt: str, schema: StructType, corrupt: str, options: dict[str
     parts = [_mismatch(f, texts[f.name]) for f in checked]
     named = F.concat_ws("; ", *parts) if parts else F.lit("")
     fallback = F.lit(f"malformed {fmt.upper()} record: it does not parse")
+    if fmt == "json" and str(options.get("multiLine", "false")).lower() != "true":
+        # a line of a pretty-printed document (`[`, `  {"id": 1},`, `}`): the file is not JSON lines
+        document = raw.rlike(r"^\s*[\[\]{}]\s*,?\s*$|,\s*$|^\s*\"[^\"]*\"\s*:")
+        fallback = F.when(document, F.lit(DOCUMENT_LINE)).otherwise(fallback)
     said = F.coalesce(F.nullif(named, F.lit("")), fallback)
     return F.when(raw.isNotNull(), F.when(F.is_valid_utf8(raw), said).otherwise(F.lit(NOT_UTF8)))
 
 
+DOCUMENT_LINE = (
+    "malformed JSON record: it does not parse; the line looks like a part of one JSON document (an array "
+    "or an object over several lines), not one record a line: if the files are such documents, set the "
+    "source's options.multiLine = true"
+)
+"""Why a line of a pretty-printed JSON file read as JSON lines was rejected."""
 NOT_UTF8 = (
     "malformed record: its bytes are not UTF-8 text (the error table keeps them in `record_bytes`); "
     "if the files use another encoding, set the source's options.encoding"

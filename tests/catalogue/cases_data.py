@@ -89,7 +89,7 @@ CASES: list[Case] = [
         "pass",
         RUN,
         1,
-        "refused by quality gates",
+        ("refused by quality gates", '"records_read": 2'),
         files={
             **job_file(
                 "j",
@@ -275,4 +275,22 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             ("commit", ("commit.action=release", "commit.reason=r"), "commit"),
         )
     ],
+    case(
+        "a-json-array-file-read-as-json-lines",
+        "58.19",
+        RUN,
+        0,
+        files={
+            **job_file("j", PLAIN),
+            "in/a.json": '[\n  {\n    "id": 1\n  },\n  {\n    "id": 2\n  }\n]\n',
+        },
+        tables={
+            "lake": None,
+            "_errors/j": Rows(
+                count=8,
+                check=lambda t: all("options.multiLine = true" in r[0] for r in t.column("reasons").to_pylist()),
+                why="each line's reason says the file is one JSON document",
+            ),
+        },
+    ),
 ]
