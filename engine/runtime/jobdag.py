@@ -556,10 +556,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
                     outcomes.append(self._outcome(u, g, Status.COMMITTED, self._noted(u, g)))
         why = failed[0].error if failed else next(iter(refused.values()), "")
         result = self._result(outcomes, written, run.started, message=why, read=read)
-        copied = self.source.scratch is not None and any(
-            getattr(f, "offset", 0) for g in ok for u in g.group.units for f in u.payload or []
-        )
-        result.staged = [*staged, Staged([], self.source.scratch)] if staged and copied else staged
+        used = self.source.scratch if self.source.scratch_used else None
+        result.staged = [*staged, Staged([], used)] if staged and used else staged  # what it copied goes with the batch
         read_with = [c for c in columns_of(run.plan.schema) if c[0] != CORRUPT_RECORD] if run.plan.schema else []
         result.schemas = {"": read_with, **run.schemas} if read_with else dict(run.schemas)
         return result

@@ -82,6 +82,8 @@ class Source(ABC):
         """A folder of the DAG's own under the warehouse where a read may keep what it copies
         (the new bytes of a file appended to); the runtime sets it, and empties it once the batch
         is published. ``None``: there is none (nothing is copied)."""
+        self.scratch_used = False
+        """Whether a read of this run copied something into :attr:`scratch`."""
 
     def declared_schema(self) -> StructType | None:
         """The schema the config declares (``schema_ddl``), parsed by Spark on the driver (no job);

@@ -195,6 +195,7 @@ class FilesSource(Source):
                     continue
                 assert self.scratch is not None
                 copy = tail_copy(self._fs, self.conf, f, self.scratch)
+                self.scratch_used = True
                 header = self._by_header(f)
                 if header is None:
                     read = self._with_reasons(self._reader(spark).schema(schema).load([copy]), schema)
