@@ -11,6 +11,7 @@ from engine.converters import conf
 from engine.converters.base import Converter
 from engine.converters.checks import boolean, check_datetime_pattern, compile_regex
 from engine.converters.frame import DROPPED, ERRORS, data_columns, is_rejected, reject
+from engine.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,6 +63,15 @@ class DropConverter(Converter):
     conf: conf.DropConf
 
     def _apply(self, frame: DataFrame) -> DataFrame:
+        data = data_columns(frame)
+        lower = {c.lower() for c in data}
+        missing = [c for c in self.conf.columns if c.lower() not in lower]  # Spark's drop ignores them
+        if missing:
+            raise ConfigError(
+                f"converter `{self.step}` drops `{missing[0]}`, which the records do not have; "
+                f"{did_you_mean(missing[0], data)}columns: {', '.join(data)}",
+                key=f"{self.key}.columns",
+            )
         return frame.drop(*self.conf.columns)
 
 

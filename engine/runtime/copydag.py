@@ -38,6 +38,7 @@ from engine.copy.fs import Location, resolve
 from engine.copy.listing import STAGING
 from engine.copy.publishing import Publisher, ancestors
 from engine.copy.tasks import blocks, pack
+from engine.errors import ConfigError
 from engine.gcpause import gc_paused
 from engine.runtime.copyplan import CopyPlan, plan_copy
 from engine.runtime.copypublish import CopyMetrics, CopyResult, Publication, copy_result
@@ -147,10 +148,27 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
         inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> CopyPlan | None:
         """List and diff every dataset (an open plan of an earlier run is listed anew: what it
-        staged is reused file by file). Validation lists nothing."""
+        staged is reused file by file). Validation lists nothing; both refuse a source that is
+        not there (a typo would otherwise copy nothing, and with deletes trash the whole target)."""
+        self._check_source(inputs_may_not_exist)
         if validate_only or ctx is None:
             return None
         return plan_copy(self, ctx)
+
+    def _check_source(self, not_yet: frozenset[str]) -> None:
+        """Raise :class:`ConfigError` if the source does not exist (an object store's prefix holding
+        no object does not either), unless an upstream DAG makes it (``not_yet``)."""
+        import pyarrow.fs as pafs
+
+        source, conf = self.source, self.spec.copy
+        if source.path in not_yet or conf.source in not_yet or conf.delete.allow_empty_source:
+            return
+        if source.fs.get_file_info(source.path).type == pafs.FileType.NotFound:
+            raise ConfigError(
+                f"the copy source {source.url} does not exist (on an object store: no object is under it yet); "
+                "check the path, or set `copy.delete.allow_empty_source = true` if a missing source is meant",
+                key=f"{self.spec.key}.copy.source",
+            )
 
     # -- running -------------------------------------------------------------------------------
 

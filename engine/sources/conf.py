@@ -19,6 +19,7 @@ from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
 from engine.plugins.sizes import parse_bytes as parse_bytes
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
 from engine.sources.workunits import Budget
+from engine.state.watermarks import parse_timestamp
 
 _GLOB = re.compile(r"[*?\[{]")
 
@@ -171,6 +172,21 @@ class FilesSourceConf(SourceConf):
     def inputs(self) -> dict[str, str]:
         return {p: fixed_prefix(p) for p in self.paths()}
 
+    @field_validator("from_", "to")
+    @classmethod
+    def _a_time(cls, value: str | None) -> str | None:
+        """A backfill bound of files is a time (of modification, or of a partition's start): one
+        that is not is refused while compiling, not only when a run plans."""
+        if value is not None:
+            try:
+                parse_timestamp(value)
+            except ValueError:
+                raise ValueError(
+                    f"`{value}` is not a timestamp: a files source's backfill bound is an ISO 8601 date or time "
+                    "(`2026-11-01`, `2026-11-01 10:00:00`)"
+                ) from None
+        return value
+
     def names_dataset(self, urn: str) -> bool:
         if not urn.startswith("files:"):
             return False
@@ -254,6 +270,14 @@ class DeltaSourceConf(SourceConf):
 
     def inputs(self) -> dict[str, str]:
         return {self.path: self.path}
+
+    @field_validator("from_", "to")
+    @classmethod
+    def _a_version(cls, value: str | None) -> str | None:
+        """A backfill bound of a Delta table is a version: a whole number, 0 or more."""
+        if value is not None and not value.strip().isdigit():
+            raise ValueError(f"`{value}` is not a table version: a Delta source's backfill bound is a whole number")
+        return value
 
     def dataset_urn(self) -> str:
         """The URN of the one dataset it reads."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engine.errors import ConfigError
 from engine.runtime import JobManager
 from engine.state import InMemoryRunStore
 from engine.state.status import Status
@@ -175,9 +176,15 @@ def test_deleting_everything_because_the_source_root_is_missing_is_refused(spark
     assert job.run().status == "SUCCEEDED"
     before = checksums(dst)
     os.rename(src, lake.parent / "moved-away")
-    refused = job.run()
-    assert refused.status == "FAILED"
-    assert "missing or holds no file" in refused.dags[0].message and "allow_empty_source" in refused.dags[0].message
+    with pytest.raises(ConfigError, match=r"the copy source .* does not exist") as refused:  # before anything is listed
+        job.run()
+    assert refused.value.key == "job.copy.source" and "allow_empty_source" in str(refused.value)
+    assert checksums(dst) == before
+    (lake.parent / "moved-away" / "d0").rename(lake.parent / "d0")
+    src.mkdir()  # there, and empty: the deletions it would make are refused
+    refused_run = job.run()
+    assert refused_run.status == "FAILED"
+    assert "missing or holds no file" in refused_run.dags[0].message
     assert checksums(dst) == before
 
 
