@@ -293,4 +293,38 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             ),
         },
     ),
+    case(
+        "backfill-bound-not-a-time-in-validate",
+        "pass",
+        ("job=j", "mode=validate", "job.sources.in.from=yesterday"),
+        2,
+        ("key `job.sources.in.from`", "`yesterday` is not a timestamp"),
+        files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
+        absent=("wh/_engine",),
+    ),
+    case(
+        "drop-of-a-column-the-records-lack",
+        "pass",
+        ("job=j", "mode=validate"),
+        2,
+        ("key `job.converters[0].columns`", "drops `nam`, which the records do not have", "did you mean `name`?"),
+        files={
+            **job_file(
+                "j",
+                'sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT, name STRING" }\n'
+                "converters = [{ type = drop, columns = [nam] }]\nsinks.lake { type = delta, path = lake }\n",
+            ),
+            "in/a.json": '{"id": 1}\n',
+        },
+        absent=("wh/_engine",),
+    ),
+    case(
+        "copy-job-with-a-missing-source",
+        "pass",
+        ("job=j",),
+        2,
+        ("key `job.copy.source`", "does not exist"),
+        files=job_file("j", 'copy { source = "{dir}/nosrc", target = "{dir}/out" }\n'),
+        absent=("out",),
+    ),
 ]
