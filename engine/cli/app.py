@@ -95,7 +95,7 @@ def run_task(
     app: AppConfig, stop: Stop | None = None, *, on_summary: Callable[[int, dict[str, Any]], None] | None = None
 ) -> int:
     """One composed run: compile, start Spark, validate or run, print the summary; the exit code."""
-    debug = bool(app.data.get("debug"))
+    debug = app.data.get("debug") is True  # `debug=loud` is refused by the config check, not taken as on
     json_logs = app.data.get("logs") == "json"
     _configure_logging(debug, json_logs=json_logs)
     started = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,9 +124,27 @@ class Converter(ABC):
 
 
 def first_line(error: object) -> str:
-    """Spark's error message without the plan dump and JVM stack that follow it."""
+    """Spark's error message without the plan dump and JVM stack that follow it, and without the
+    engine's own columns among the columns it suggests (a user never named those)."""
     text = str(getattr(error, "getMessage", lambda: str(error))() or error).strip()
     lines = text.splitlines()
     if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):  # py4j: the Java error follows
-        return lines[1].lstrip(": ").strip() or lines[0]
-    return lines[0] if lines else type(error).__name__
+        return _users_columns(lines[1].lstrip(": ").strip() or lines[0])
+    return _users_columns(lines[0]) if lines else type(error).__name__
+
+
+_SUGGESTED = re.compile(r"(Did you mean one of the following\? )\[([^\]]*)\]")
+
+
+def _users_columns(line: str) -> str:
+    """``line`` with the engine's columns (``__engine_...``) left out of Spark's suggestions."""
+
+    def kept(found: re.Match[str]) -> str:
+        names = [
+            n.strip()
+            for n in found.group(2).split(",")
+            if n.strip() and not n.strip().strip("`").startswith("__engine_")
+        ]
+        return f"{found.group(1)}[{', '.join(names)}]" if names else ""
+
+    return _SUGGESTED.sub(kept, line).replace(". .", ".").rstrip()

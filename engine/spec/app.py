@@ -385,6 +385,14 @@ def app_conf(data: dict[str, Any], *, file: str | None = None) -> AppConf:
             f"not {given}",
             key="job",
         )
+    if conf.job is not None:
+        flows_only = [k for k in ("hop", "topology_dir") if getattr(conf, k) is not None]
+        if flows_only:
+            raise ConfigError(
+                f"`{flows_only[0]}` is for a flow (flow=<group>/<name>); a job (job=...) has none, so it would "
+                "do nothing",
+                key=flows_only[0],
+            )
     check_warehouse(conf.warehouse)
     return conf
 

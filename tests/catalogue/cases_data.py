@@ -3,7 +3,7 @@ said nothing before it was fixed."""
 
 from __future__ import annotations
 
-from tests.catalogue.case import Case, Rows, Step, case, job_file
+from tests.catalogue.case import TRACE_MARKERS, Case, Rows, Step, case, job_file
 
 RUN = ("job=j",)
 PLAIN = (
@@ -326,5 +326,36 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
         ("key `job.copy.source`", "does not exist"),
         files=job_file("j", 'copy { source = "{dir}/nosrc", target = "{dir}/out" }\n'),
         absent=("out",),
+    ),
+    case(
+        "debug-that-is-not-a-boolean",
+        "pass",
+        ("job=j", "mode=validate", "debug=loud"),
+        2,
+        ("key `debug`",),
+        files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
+    ),
+    case(
+        "hop-given-to-a-job",
+        "pass",
+        ("job=j", "mode=validate", "hop=x"),
+        2,
+        ("key `hop`", "is for a flow"),
+        files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
+    ),
+    case(
+        "engine-columns-are-not-suggested",
+        "pass",
+        ("job=j", "mode=validate"),
+        2,
+        ("key `job.converters[0]", "cannot be resolved"),
+        never=(*TRACE_MARKERS, "__engine_"),
+        files={
+            **job_file(
+                "j",
+                PLAIN.replace("sinks.lake", 'converters = [{ type = check, expr = "nope > 0" }]\nsinks.lake'),
+            ),
+            "in/a.json": '{"id": 1}\n',
+        },
     ),
 ]
