@@ -2,7 +2,7 @@
 # An Apache Kafka broker's jars for the tests (tests/kafka.py starts a throwaway single-node KRaft broker on
 # loopback ports for each pytest session and stops it afterwards). Used by scripts/test.sh.
 #   install  resolve the broker (kafka_2.13 and its dependencies, plus the log4j binding of the slf4j it logs
-#            through: without one it logs nothing at all) from Maven Central through spark-submit's own Ivy
+#            through: without one it logs nothing at all) from Maven Central (the project's conf/ivysettings.xml) through spark-submit's Ivy
 #            (cache in .cache/kafka/ivy) and put exactly those jars, plus the pyspark wheel's scala-library
 #            (which Spark's resolver leaves out as provided), in .cache/kafka/lib. Idempotent: a stamp holds the
 #            coordinates, so when they match this costs ~0.1 s, prints nothing and needs no network.
@@ -39,8 +39,10 @@ cmd_install() {
   noop="$(mktemp --suffix=.py)"; echo 'pass' >"$noop"
   # Ivy's retrieve adds to ivy/jars and never removes: emptied first, it holds these coordinates' jars only.
   rm -rf "$cache/ivy/jars"
+  # Maven Central alone, as the engine's own set-up (conf/ivysettings.xml): never the user's ~/.m2
   PYSPARK_PYTHON="$venv/bin/python" "$venv/bin/spark-submit" \
-    --conf "spark.jars.ivy=$cache/ivy" --packages "$coords" "$noop" >"$resolvelog" 2>&1 || {
+    --conf "spark.jars.ivy=$cache/ivy" --conf "spark.jars.ivySettings=$root/conf/ivysettings.xml" \
+    --packages "$coords" "$noop" >"$resolvelog" 2>&1 || {
       rm -f "$noop"; tail -20 "$resolvelog" >&2; die "resolving $coords failed; see .cache/kafka/resolve.log"; }
   rm -f "$noop"
   compgen -G "$cache/ivy/jars/*.jar" >/dev/null || { tail -20 "$resolvelog" >&2; die "no jars resolved for $coords"; }
