@@ -38,12 +38,13 @@ from pyspark.sql.types import (
 )
 
 from engine.commit.jdbc import connection_options
+from engine.commit.jdbc_errors import database_error
 from engine.converters import conf
 from engine.converters.base import Converter, first_line, is_checking
 from engine.converters.builtins import ordered, sort_column
 from engine.converters.conf import LookupConf, split_sort_order
 from engine.converters.frame import DROPPED, ERRORS, data_columns, is_rejected, reject
-from engine.errors import ConfigError, JobFailedError
+from engine.errors import ConfigError
 from engine.plugins.conf import option_texts
 from engine.plugins.ddl import declared_columns
 from engine.storage.hadoop import HadoopFs
@@ -290,9 +291,15 @@ class LookupConverter(Converter):
         reader = spark.read.format("jdbc").options(**login, **what, **option_texts(c.options))
         try:
             return reader.load()
-        except Exception as exc:  # the driver's errors reach Python as Py4J's, whatever their kind
-            raise JobFailedError(
-                f"converter `{self.step}` ({self.key}): cannot read the reference {c.reference}: {first_line(exc)}"
+        except Exception as exc:  # the driver's errors reach Python as Py4J's: the cause is in the Java chain
+            relation = "table" if c.table else "query"
+            raise database_error(
+                exc,
+                doing=f"read the reference {c.reference} (converter `{self.step}`)",
+                url=c.url or "",
+                key=self.key,
+                password=c.password,
+                relation=relation,
             ) from exc
 
     def _keyed(self, reference: DataFrame) -> DataFrame:

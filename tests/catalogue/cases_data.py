@@ -358,4 +358,33 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             "in/a.json": '{"id": 1}\n',
         },
     ),
+    Case(
+        "a-publish-the-table-refuses-is-not-retried",
+        "58.6",
+        (
+            Step(RUN, 0, files={"in/a.json": '{"id": 1, "name": "a", "v": 5}\n'}),
+            Step(
+                RUN,
+                1,
+                (
+                    "running it again would fail the same way, so it is quarantined (not retried)",
+                    "commit.action=release",
+                ),
+                files={"in/b.json": '{"id": 2, "name": "b", "v": -1}\n'},
+                before=lambda root: _constrain(root / "wh" / "lake", "v > 0"),
+                tables={"lake": Rows(count=1)},
+            ),
+            Step(RUN, 1, ('"status": "QUARANTINED"', "no retry can mend"), tables={"lake": Rows(count=1)}),
+        ),
+        files=job_file("j", MERGE),
+    ),
 ]
+
+
+def _constrain(table: object, check: str) -> None:
+    """A CHECK constraint added to a Delta table (as its owners might, between two runs)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    assert session is not None
+    session.sql(f"ALTER TABLE delta.`{table}` ADD CONSTRAINT guarded CHECK ({check})")

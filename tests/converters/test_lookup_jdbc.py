@@ -93,12 +93,15 @@ def test_a_database_table_through_a_connection_enriches_records_read_once_a_run(
 
 
 def test_a_missing_table_fails_the_run_naming_the_step_and_table(postgres: Any, tmp_path: Path, spark: Any) -> None:
+    """A table the database says it does not have is a config error (as a JDBC source's is)."""
     lookup = {"url": postgres.jdbc_url, "user": postgres.user, "password": postgres.password, "table": "no_such"}
     jobs, wh = _job(tmp_path, {**lookup, "on": ["customer_id"]})
     code, summary = run_here(jobs, wh, job="enrich")
-    assert (code, summary["status"]) == (1, "FAILED"), summary
+    assert (code, summary["status"]) == (2, "CONFIG_ERROR"), summary
     said = summary["message"]  # found while planning: before any DAG reads a record
-    assert "converter `customer` (job.converters[0]): cannot read the reference" in said, said
+    assert "cannot read the reference" in said and "(converter `customer`)" in said, said
+    assert "key `job.converters[0].table`" in said, said
+    assert "An error occurred while calling" not in said
     assert 'relation "no_such" does not exist' in said, said
     assert postgres.password not in json.dumps(summary)
     assert not (wh / "out").exists()

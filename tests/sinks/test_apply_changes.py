@@ -64,7 +64,7 @@ def decided(batch: list[Event]) -> list[Event]:
     images: dict[tuple[int, int], set[tuple[Any, ...]]] = {}
     for e in batch:
         images.setdefault((e["id"], e["seq"]), set()).add(tuple(e[c] for c in COLUMNS))
-    return [dict(zip(COLUMNS, next(iter(i)))) for i in images.values() if len(i) == 1]
+    return [dict(zip(COLUMNS, next(iter(i)), strict=True)) for i in images.values() if len(i) == 1]
 
 
 def rejected(batch: list[Event]) -> int:
