@@ -19,20 +19,33 @@ _WRAPPERS = ("TASK_WRITE_FAILED", "FAILED_EXECUTE_UDF", "Job aborted")
 """Spark's wrappers around the error of a task: the cause under them is what to say."""
 
 
+_DEPTH = 16
+"""At most this many errors of a chain are read (a Java cause chain may loop)."""
+
+
 def chain(exc: BaseException) -> Iterator[Any]:
     """``exc``, the errors it was raised from, and under each that came through py4j its Java
-    throwable and that one's causes (a loop in either chain is followed once)."""
-    seen: set[int] = set()
+    throwable and that one's causes; at most :data:`_DEPTH` in all. Every error walked stays
+    referenced until the walk ends: py4j gives a new proxy for each ``getCause()``, and an
+    ``id()`` freed and reused would end the walk early."""
+    walked: list[Any] = []
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    while current is not None and len(walked) < _DEPTH and all(current is not w for w in walked):
+        walked.append(current)
         yield current
         java = getattr(current, "java_exception", None)
-        while java is not None and id(java) not in seen:
-            seen.add(id(java))
+        while java is not None and len(walked) < _DEPTH and not any(_same_java(java, w) for w in walked):
+            walked.append(java)
             yield java
             java = _called(java, "getCause")
         current = current.__cause__ or current.__context__
+
+
+def _same_java(java: Any, other: Any) -> bool:
+    """Whether two py4j proxies stand for one Java object (``equals``; a cause loop)."""
+    if isinstance(other, BaseException) or java is other:
+        return java is other
+    return bool(_called(java, "equals", other)) if hasattr(java, "equals") else False
 
 
 def sqlstates(exc: BaseException) -> list[str]:
@@ -83,12 +96,12 @@ def _first(text: str | None) -> str:
     return lines[0]
 
 
-def _called(target: Any, method: str) -> Any:
-    """``target.method()``, or ``None`` where it has no such method (a py4j proxy answers any name)."""
+def _called(target: Any, method: str, *args: Any) -> Any:
+    """``target.method(*args)``, or ``None`` where it has no such method (a py4j proxy answers any name)."""
     getter = getattr(target, method, None)
     if not callable(getter):
         return None
     try:
-        return getter()
+        return getter(*args)
     except Exception:
         return None

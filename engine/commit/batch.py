@@ -37,3 +37,6 @@ class Staged:
 
     steps: list[CommitStep] = field(default_factory=list)
     staging: str | None = None
+    rows: int | None = None
+    """How many rows the sink staged, when that is not its branch's count (a sink holding one row
+    per key keeps one of a key's rows that are all alike); ``None``: the branch's count."""

@@ -67,11 +67,12 @@ def owner_of(fs: HadoopFs, place: str) -> Owner | None:
     return found
 
 
-def check_owner(fs: HadoopFs, place: str, *, job: str, shared: bool, what: str, key: str) -> None:
-    """Raise :class:`ConfigError` if another job owns ``place`` and the two do not both share it."""
+def check_owner(fs: HadoopFs, place: str, *, job: str, shared: bool, what: str, key: str) -> Owner | None:
+    """Raise :class:`ConfigError` if another job owns ``place`` and the two do not both share it;
+    else who owns it (``None``: nobody yet)."""
     owner = owner_of(fs, place)
     if owner is None or owner.job == job or (owner.shared and shared):
-        return
+        return owner
     if owner.shared:
         why = "it shares the place, this sink does not: set `shared = true` on it too if both are meant to write there"
     else:

@@ -49,7 +49,7 @@ def rejecting(frame: DataFrame, *, sink: str, per: OneRowPer, in_branch: Column)
         F.lit(" has "),
         count,
         F.lit(
-            f" different records in this batch, and {per.what}: none is kept (choose one with "
+            f" records in this batch that are not all alike, and {per.what}: none is kept (choose one with "
             'duplicates = "last_by <column>")'
         ),
     )

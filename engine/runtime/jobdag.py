@@ -16,6 +16,7 @@ is invisible to readers: the caller publishes it through a commit sequence
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import time
@@ -164,6 +165,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         self.sinks: list[Sink] = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in spec.sinks]
         if spec.warehouse:
             self.source.scratch = scratch_of(spec.warehouse, job, spec.name)
+        self._owned: set[tuple[str, bool]] = set()
+        """The places (and how shared) its plan found the job owns (:meth:`owned_places`)."""
         rules = [step.rule() for step in self.steps]
         quality = Quality.of(rules, max_rejected=spec.max_rejected, gates=list(spec.gates), key=spec.key)
         self.fork = Fork(spec.branches, key=spec.key, quality=quality)
@@ -184,18 +187,23 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         return {key: found for sink in [*self.sinks, *left] for key, found in sink.locations(self.name).items()}
 
     def owned_places(self) -> list[tuple[str, bool]]:
-        return [(s.conf.path, s.conf.shared) for s in self.sinks if isinstance(s.conf, TableSinkConf)]
+        """Its table sinks' places, but those its plan found the job owns already, as it shares them."""
+        return [
+            (s.conf.path, s.conf.shared)
+            for s in self.sinks
+            if isinstance(s.conf, TableSinkConf) and (s.conf.path, s.conf.shared) not in self._owned
+        ]
 
     def _check_owners(self, spark: SparkSession) -> None:
         """Refuse a place another job owns (:func:`~engine.commit.owners.check_owner`), before
-        anything is read."""
+        anything is read; note those the job owns already (no need to claim them again)."""
         fs = HadoopFs(spark)
         for sink in self.sinks:
             if isinstance(sink.conf, TableSinkConf):
-                what = f"sink `{sink.name}` of job `{self.job}`"
-                check_owner(
-                    fs, sink.conf.path, job=self.job, shared=sink.conf.shared, what=what, key=f"{sink.key}.path"
-                )
+                c, what = sink.conf, f"sink `{sink.name}` of job `{self.job}`"
+                owner = check_owner(fs, c.path, job=self.job, shared=c.shared, what=what, key=f"{sink.key}.path")
+                if owner is not None and owner.job == self.job and owner.shared == c.shared:
+                    self._owned.add((c.path, c.shared))
 
     def fingerprint(self) -> str:
         """What a stored plan depends on: the source's name and config."""
@@ -688,17 +696,21 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         for sink in self.sinks:
             branch = sink.conf.from_
             wanted = bool(by_branch.get(branch, 0) or sink.conf.stages_empty)
+            done: Staged | None = None
             if first is not None and first[0] == sink.name:
                 if wanted:
-                    staged.append(first[1])
+                    done = first[1]
                 else:
                     _discard(sink, batch, fs, first[1])
             elif wanted:
                 log.info("dag %s: staging sink %s", self.name, sink.name)
                 rows = self.fork.branch(frame, branch, run.plan.predicates[branch], self.ctx)
-                staged.append(sink.stage(rows, batch, fs))
+                done = sink.stage(rows, batch, fs)
                 run.schemas[sink.name] = columns_of(rows.schema)  # analysed once, by the write
-            written[sink.name] = by_branch.get(branch, 0)
+            if done is not None:
+                staged.append(done)
+            kept = done.rows if done is not None else None
+            written[sink.name] = by_branch.get(branch, 0) if kept is None else kept
 
     def _replayed(
         self, spark: SparkSession, run: _Run, ok: list[_Group], frame: DataFrame, batch: BatchRef, fs: HadoopFs
@@ -800,8 +812,9 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
 def scratch_of(warehouse: str, job: str, dag: str) -> str:
     """The DAG's scratch folder (:attr:`Source.scratch <engine.sources.base.Source.scratch>`),
     in the warehouse's metadata."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{dag}")
-    return f"{warehouse.rstrip('/')}/{METADATA_DIR}/scratch/{name}"
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{job}.{dag}")[:80]
+    digest = hashlib.sha1(json.dumps([job, dag]).encode()).hexdigest()[:12]  # job a.b, DAG c is not job a, DAG b.c
+    return f"{warehouse.rstrip('/')}/{METADATA_DIR}/scratch/{readable}-{digest}"
 
 
 def with_dataset(frame: DataFrame, group: MultiWorkUnit) -> DataFrame:

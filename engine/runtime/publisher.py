@@ -115,7 +115,6 @@ class Publisher:
             try:
                 sequence.run(self._context(fresh=True))
                 closing.append(self.log.done(dag.name, dag.scope, number))
-                self._claim(dag)
             except Exception as exc:
                 message = first_line(exc)
                 final = is_deterministic(exc)
@@ -123,6 +122,8 @@ class Publisher:
                 closing.append(self.log.attempt(dag.name, dag.scope, number, message, final=final))
                 result = dag.unpublished(result, unpublished_message(dag.name, number, message, final=final))
                 marks = {}
+            else:
+                self._claim(dag)
         elif result.status == Status.SUCCEEDED and self.log.dag(dag.name).find(number):
             closing.append(self.log.done(dag.name, dag.scope, number, "nothing to publish"))
         rows = [self._status_row(dag, o, marks) for o in result.datasets]
@@ -140,8 +141,11 @@ class Publisher:
         (:mod:`engine.commit.owners`); a place the batch did not make (an empty branch) waits."""
         fs = HadoopFs(self.spark)
         for place, shared in dag.owned_places():
-            if fs.exists(place):
-                claim(fs, place, job=self.job, shared=shared, run_id=self.run_id)
+            try:
+                if fs.exists(place):
+                    claim(fs, place, job=self.job, shared=shared, run_id=self.run_id)
+            except Exception as exc:  # the batch is published all the same: the next publish claims it
+                log.warning("dag %s: could not record job %s as the owner of %s: %s", dag.name, self.job, place, exc)
 
     def blocked_status(self, dag: AnyDag, blocked: Blocked) -> None:
         """Status rows for a DAG skipped because a batch of it is unpublished."""

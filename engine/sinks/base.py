@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from engine.sinks.conf import SinkConf
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, Observation
 
     from engine.commit.batch import BatchRef, Staged
     from engine.storage.hadoop import HadoopFs
@@ -49,15 +49,33 @@ class Sink(ABC):
                 key=f"{self.key}.duplicates",
             )
 
-    def one_per_key(self, df: DataFrame) -> DataFrame:
-        """``df`` as a sink holding one row per key stages it (:func:`engine.sinks.repeats.one_per_key`);
-        as it is for any other sink."""
+    def one_per_key(self, df: DataFrame) -> tuple[DataFrame, Observation | None]:
+        """``df`` as a sink holding one row per key stages it (:func:`engine.sinks.repeats.one_per_key`),
+        counted as it is written (the observation, for :meth:`counted`); as it is for any other sink."""
         per = self.conf.one_row_per()
         if per is None:
-            return df
+            return df, None
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         from engine.sinks.repeats import one_per_key
 
-        return one_per_key(df, sink=self.name, per=per)
+        observation = Observation(f"{self.name}:kept")
+        return one_per_key(df, sink=self.name, per=per).observe(
+            observation, F.count(F.lit(1)).alias("rows")
+        ), observation
+
+    @staticmethod
+    def counted(staged: Staged, observation: Observation | None) -> Staged:
+        """``staged``, with the rows :meth:`one_per_key` counted while they were staged."""
+        if observation is None:
+            return staged
+        from engine.commit.observed import observed
+
+        found = observed(observation, wait=5.0)
+        if found is not None:
+            staged.rows = int(found["rows"])
+        return staged
 
     def locations(self, dag: str) -> dict[str, object]:
         """What its commit steps (in DAG ``dag``) need that they may not store (a login), by the key

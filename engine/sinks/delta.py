@@ -119,8 +119,11 @@ class DeltaSink(TableSink):
             )
 
     def stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
+        df, kept = self.one_per_key(df)  # a merge's keys, apply_changes' keys and sequences: each once
+        return self.counted(self._stage(df, batch, fs), kept)
+
+    def _stage(self, df: DataFrame, batch: BatchRef, fs: HadoopFs) -> Staged:
         c = self.conf
-        df = self.one_per_key(df)  # a merge's keys, apply_changes' keys and sequences: each once
         options = self._options
         version = fs.delta_version(c.path)  # one listing of its log: the contract's and the commit's base
         if self.changes is not None:

@@ -94,7 +94,7 @@ class JdbcSink(Sink):
         staging = self.staging_table(app_id, batch.number)
         with self._database(df) as db:
             db.ensure_control(c.control_table)
-        frame = self.one_per_key(df)  # an upsert's keys: each once
+        frame, kept = self.one_per_key(df)  # an upsert's keys: each once
         if c.partitions:
             frame = frame.repartition(c.partitions)
         frame = frame.withColumn(ROW_ID, F.monotonically_increasing_id())  # fixed by the staged frame
@@ -114,7 +114,7 @@ class JdbcSink(Sink):
             batch=batch.number,
             control=c.control_table,
         )
-        return Staged(steps=[publish, JdbcDropStaging(self.name, login, staging)])
+        return self.counted(Staged(steps=[publish, JdbcDropStaging(self.name, login, staging)]), kept)
 
     def discard(self, batch: BatchRef, fs: HadoopFs) -> None:
         from pyspark.sql import SparkSession

@@ -52,16 +52,16 @@ def one_per_key(df: DataFrame, *, sink: str, per: OneRowPer) -> DataFrame:
     said = F.concat(F.lit(f"sink `{sink}`: key {key_names(by)} = "), key_text(by), F.lit(" has "), count)
     if rule.action == "last_by":
         tail = (
-            f" different rows with the greatest ({', '.join(rule.last_by)}) in this batch: `duplicates = {rule}` "
-            "cannot choose between them; add a column that tells them apart"
+            f" rows in this batch that are not all alike with the greatest ({', '.join(rule.last_by)}): "
+            f"`duplicates = {rule}` cannot choose between them; add a column that tells them apart"
         )
     elif rule.action == "reject":
         tail = (
-            f" different rows in this batch, read from different datasets (so none was rejected), and {what}: "
-            'choose one with duplicates = "last_by <column>"'
+            f" rows in this batch that are not all alike, read from different datasets (so none was rejected), and "
+            f'{what}: every run fails the same way until a rule chooses one (duplicates = "last_by <column>")'
         )
     else:
-        tail = f" different rows in this batch (duplicates = fail), and {what}"
+        tail = f" rows in this batch that are not all alike (duplicates = fail), and {what}"
     checked = df.withColumn(_OK, F.when(differ, F.raise_error(F.concat(said, F.lit(tail)))).otherwise(F.lit(True)))
     first = F.row_number().over(key.orderBy(F.col(_OK)))
     return checked.withColumn(_NTH, first).where(F.col(_NTH) == 1).drop(_NTH, _OK)
@@ -74,17 +74,23 @@ def row_image(df: DataFrame, columns: list[str]) -> Column:
         return F.lit(0)
     parts = []
     for name in columns:
-        kind = df.schema[name].dataType.simpleString()
         value = F.col(f"`{name}`")
-        parts.append((F.to_json(value) if "map<" in kind or "variant" in kind else value).alias(name))
+        parts.append((value if comparable(df.schema[name].dataType) else F.to_json(value)).alias(name))
     return F.struct(*parts)
 
 
 def comparable(kind: DataType) -> bool:
     """Whether values of ``kind`` can be compared and grouped (not maps or variants, nor anything
     holding one): what a key column must be."""
-    text = kind.simpleString()
-    return "map<" not in text and "variant" not in text
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    if isinstance(kind, MapType | VariantType):
+        return False
+    if isinstance(kind, ArrayType):
+        return comparable(kind.elementType)
+    if isinstance(kind, StructType):
+        return all(comparable(f.dataType) for f in kind.fields)
+    return True
 
 
 def key_text(by: list[str]) -> Column:

@@ -22,7 +22,7 @@ import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from engine.sources.csv_headers import has_header
+from engine.sources.csv_headers import has_header, header_line
 from engine.sources.file_listing import FileEntry
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".xz", ".br")
 """Names Hadoop's codecs read: their bytes cannot be cut where a line ends."""
-HEADER_BYTES = 64 * 1024
 READ_AGAIN = "read again whole, as a new file"
 """What a changed file's note says (the runtime adds which sinks then hold its records twice)."""
 
@@ -67,18 +66,15 @@ def _ends_a_line(fs: HadoopFs, path: str, size: int) -> bool:
 
 
 def tail_copy(fs: HadoopFs, conf: FilesSourceConf, entry: FileEntry, scratch: str) -> str:
-    """The bytes of ``entry`` after its ``offset`` (to its planned size), as a file in ``scratch``
-    (written unless a copy of the same bytes is there): a CSV with a header gets its header line."""
+    """The bytes of ``entry`` from its ``offset`` to its planned size, as a file in ``scratch``
+    (written unless a copy of the same bytes is there), under the file's own name (reader options
+    such as ``pathGlobFilter`` take it as they take the file); a CSV with a header cut after its
+    first line gets that line first."""
     digest = hashlib.sha1(f"{entry.path}|{entry.offset}|{entry.size}".encode()).hexdigest()[:20]
-    target = f"{scratch.rstrip('/')}/{digest}.{conf.format}"
-    prefix = _header_line(fs, entry.path) if conf.format == "csv" and has_header(conf.options) else b""
+    target = f"{scratch.rstrip('/')}/{digest}/{entry.path.rsplit('/', 1)[-1]}"
+    cut = entry.offset > 0 and conf.format == "csv" and has_header(conf.options)
+    prefix = header_line(fs, entry.path) if cut else b""
     length = entry.size - entry.offset
     if fs.size(target) != len(prefix) + length:
         fs.copy_range(entry.path, target, entry.offset, length, prefix=prefix)
     return target
-
-
-def _header_line(fs: HadoopFs, path: str) -> bytes:
-    head = fs.read_at(path, 0, HEADER_BYTES)
-    end = head.find(b"\n")
-    return head if end < 0 else head[: end + 1]

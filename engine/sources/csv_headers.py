@@ -6,9 +6,13 @@ header reads with ``enforceSchema = false``: Spark then checks every file's head
 schema, on the executors, as part of the read (a conforming file costs nothing more), and fails
 the read naming the file when one differs. That failure is caught (:meth:`Headers.learn`): the
 heads of the group's files are read on the driver, each header that is not the schema's is noted,
-and the group is read again, each noted file by its own header (:func:`read_by_header`): its
-columns typed as the schema types them, selected by name. A column the schema has and the header
-does not is null; one the header has and the schema does not is not read (the drift check says so).
+and the group is read again, each noted file by its own header (:func:`header_schema`, :func:`by_name`): its
+columns typed as the schema types them, selected by name (the names compared without case, as
+Spark compares them, and without the spaces around them). One the header has and the schema does
+not is not read (the drift check says so). A header that lacks one of the schema's columns is
+not read with nulls for it (a renamed column would be nulled without a word): the file's records
+are rejected into the error table, the reason naming the file and the columns
+(:func:`missing_columns`).
 """
 
 from __future__ import annotations
@@ -38,14 +42,28 @@ HEAD_BYTES = 64 * 1024
 
 
 def has_header(options: Mapping[str, object]) -> bool:
-    """Whether the reader options say the files have a header line."""
-    return str(options.get("header", "false")).lower() == "true"
+    """Whether the reader options say the files have a header line (Spark takes option keys in any case)."""
+    return any(k.lower() == "header" and str(v).lower() == "true" for k, v in options.items())
 
 
 def reads_by_name(options: Mapping[str, object]) -> bool:
     """Whether CSV with these options is read by header name: it has a header, and the user did not
-    ask for Spark's positional reading (``enforceSchema = true``) in so many words."""
-    return has_header(options) and "enforceSchema" not in options
+    ask for Spark's positional reading (``enforceSchema``, which Spark takes in any case) in so many
+    words."""
+    return has_header(options) and not any(k.lower() == "enforceschema" for k in options)
+
+
+def header_line(fs: HadoopFs, path: str) -> bytes:
+    """A CSV file's first line, its line end included (the whole file, if it has one line)."""
+    head = fs.read_at(path, 0, HEAD_BYTES)
+    end = head.find(b"\n")
+    while end < 0 and len(head) % HEAD_BYTES == 0 and head:  # a header longer than a head: read on
+        more = fs.read_at(path, len(head), HEAD_BYTES)
+        if not more:
+            break
+        head += more
+        end = head.find(b"\n")
+    return head if end < 0 else head[: end + 1]
 
 
 def header_of(head: bytes, options: Mapping[str, object]) -> list[str]:
@@ -55,8 +73,19 @@ def header_of(head: bytes, options: Mapping[str, object]) -> list[str]:
     text = head.decode(str(options.get("encoding", options.get("charset", "utf-8"))), errors="replace")
     for row in csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=sep, quotechar=quote):
         if row:
-            return [name.strip() for name in row]
+            return row  # as Spark's header check sees the names: spaces around them kept
     return []
+
+
+def name_key(name: str) -> str:
+    """How a header's name is matched with a schema's column: without case or surrounding spaces."""
+    return name.strip().lower()
+
+
+def missing_columns(header: list[str], columns: list[str]) -> list[str]:
+    """The schema's ``columns`` the ``header`` lacks (by :func:`name_key`)."""
+    have = {name_key(h) for h in header}
+    return [c for c in columns if name_key(c) not in have]
 
 
 class Headers:
@@ -81,8 +110,8 @@ class Headers:
                 with self._lock:
                     if entry.path in self._of:
                         continue
-                header = header_of(fs.head(entry.path, HEAD_BYTES), self.options)
-                if [h.lower() for h in header] != [c.lower() for c in columns]:
+                header = header_of(header_line(fs, entry.path), self.options)
+                if [h.lower() for h in header] != [c.lower() for c in columns]:  # as Spark's check compares
                     with self._lock:
                         self._of[entry.path] = header
                     learned = True
@@ -99,9 +128,9 @@ def header_schema(path: str, header: list[str], schema: StructType, *, corrupt: 
     its order, typed as ``schema`` types them (text for one it lacks), and the ``corrupt``-record
     column if ``schema`` has it. (A column of ``schema`` the header lacks is left out: a line short
     of a value would read as malformed; :func:`by_name` makes it null.)"""
-    by_name = {f.name.lower(): f for f in schema.fields}
-    seen = [h.lower() for h in header]
-    twice = sorted({h for h in header if seen.count(h.lower()) > 1})
+    by_name = {name_key(f.name): f for f in schema.fields}
+    seen = [name_key(h) for h in header]
+    twice = sorted({h.strip() for h in header if seen.count(name_key(h)) > 1})
     if twice or "" in seen or corrupt.lower() in seen:
         what = (
             f"names {', '.join(f'`{t}`' for t in twice)} twice"
@@ -114,7 +143,7 @@ def header_schema(path: str, header: list[str], schema: StructType, *, corrupt: 
             f"the header of {path} {what}: its columns cannot be read by name; fix the file, or set the "
             "source's options.enforceSchema = true to read it by position"
         )
-    fields = [StructField(h, by_name[h.lower()].dataType if h.lower() in by_name else StringType()) for h in header]
+    fields = [StructField(h, by_name[name_key(h)].dataType if name_key(h) in by_name else StringType()) for h in header]
     return StructType([*fields, *[f for f in schema.fields if f.name == corrupt]])
 
 
@@ -122,10 +151,10 @@ def by_name(frame: DataFrame, schema: StructType, *, keep: tuple[str, ...] = ())
     """``frame`` (read with a :func:`header_schema`) as ``schema``'s columns, in its order, by name
     (without case, as Spark's header check compares them; null where the file has none), then the
     columns ``keep`` names."""
-    named = {c.lower(): c for c in frame.columns}
+    named = {name_key(c): c for c in frame.columns}
     chosen = [
-        F.col(f"`{named[f.name.lower()]}`").alias(f.name)
-        if f.name.lower() in named
+        F.col(f"`{named[name_key(f.name)]}`").alias(f.name)
+        if name_key(f.name) in named
         else F.lit(None).cast(f.dataType).alias(f.name)
         for f in schema.fields
     ]

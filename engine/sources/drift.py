@@ -77,7 +77,7 @@ def _csv_drift(lines: list[str], columns: list[str], options: Mapping[str, str])
         if reads_by_name(options):  # read by the header's names (engine.sources.csv_headers): order is no drift
             parts = [
                 f"new column(s) {_names(added)}, which are not read" if added else "",
-                f"no column(s) {_names(gone)}, which are read as null" if gone else "",
+                f"no column(s) {_names(gone)}, so its records are rejected" if gone else "",
             ]
             return f"the header has {' and '.join(p for p in parts if p)}" if added or gone else ""
         if not added and not gone:

@@ -304,7 +304,7 @@ def _last_reads(logged: set[FileKey]) -> dict[str, tuple[int, int]]:
     """Each logged path's ``(modification time, size)`` when it was last read (the latest time's)."""
     latest: dict[str, tuple[int, int]] = {}
     for path, mtime, size in logged:
-        if path not in latest or mtime >= latest[path][0]:
+        if path not in latest or (mtime, size) > latest[path]:  # on one time, the longer read is the later
             latest[path] = (mtime, size)
     return latest
 
@@ -317,8 +317,9 @@ def _group(files: list[FileEntry]) -> dict[str, list[FileEntry]]:
 
 
 def _size(files: list[FileEntry]) -> Size:
-    return Size(records=None, bytes=sum(f.size for f in files), files=len(files))
+    return Size(records=None, bytes=sum(f.size - f.offset for f in files), files=len(files))
 
 
 def _file_size(f: FileEntry) -> Size:
-    return Size(records=None, bytes=f.size, files=1)
+    """What reading ``f`` costs: the bytes after those read before (all of them, for a new file)."""
+    return Size(records=None, bytes=f.size - f.offset, files=1)

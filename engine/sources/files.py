@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from dataclasses import replace
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -20,20 +21,21 @@ from pyspark.sql.types import StructType
 
 from engine.columns import DATASET, FILE
 from engine.errors import ConfigError, JobFailedError
-from engine.sources.appended import tail_copy
+from engine.sources.appended import COMPRESSED, line_oriented, tail_copy
 from engine.sources.base import CORRUPT_REASON, CORRUPT_RECORD, LoggedFile, PlanContext, Source
 from engine.sources.conf import FilesSourceConf
 from engine.sources.corrupt_files import SkippedFiles, is_file_error, why
-from engine.sources.csv_headers import Headers, by_name, header_schema, reads_by_name
+from engine.sources.csv_headers import Headers, by_name, header_line, header_schema, missing_columns, reads_by_name
 from engine.sources.drift import HEAD_BYTES, drift
 from engine.sources.file_listing import GLOB, SCHEME, FileEntry, bare, directory_prefix
 from engine.sources.file_planning import FilePlanner
 from engine.sources.record_errors import corrupt_reason
 from engine.sources.workunits import WorkUnit
 from engine.storage.hadoop import HadoopFs
+from engine.storage.options import local_path
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -163,11 +165,13 @@ class FilesSource(Source):
 
     def read(self, spark: SparkSession, units: list[WorkUnit], schema: StructType) -> DataFrame:
         work = [u for u in units if not u.empty and u.payload]  # a unit may have lost all its files
+        copies = {f.path for u in work for f in u.payload if self._copied(f)}  # once: a file growing on gets one answer
         self._fs, self._data_columns = HadoopFs(spark), [n for n in schema.fieldNames() if n != CORRUPT_RECORD]
-        whole = [replace(u, payload=own) for u in work if (own := [f for f in u.payload if not self._by_part(f)])]
+        apart = {f.path for u in work for f in u.payload if self._by_header(f)} | copies
+        whole = [replace(u, payload=own) for u in work if (own := [f for f in u.payload if f.path not in apart])]
         frames = [self._with_reasons(self._read_units(spark, whole, schema), schema)] if whole else []
-        frames += self._read_by_headers(spark, work, schema)
-        tails = self._read_tails(spark, work, schema)
+        frames += self._read_by_headers(spark, work, schema, copies)
+        tails = self._read_tails(spark, work, schema, copies)
         if tails:  # each record of a copied tail names the file it was appended to, the others theirs
             frames = [f.withColumn(FILE, F.input_file_name()) for f in frames] + tails
         if not frames:
@@ -175,40 +179,90 @@ class FilesSource(Source):
         frame = reduce(lambda a, b: a.unionByName(b), frames)
         return self._skipped.with_error_rows(spark, frame, units)
 
-    def _by_part(self, entry: FileEntry) -> bool:
-        """Whether ``entry`` is read apart from the others: by its header, or only its new bytes."""
-        return bool(self._by_header(entry)) or self._tail(entry)
+    def _copied(self, entry: FileEntry) -> bool:
+        """Whether ``entry`` is read as a copy of its planned bytes (from its ``offset`` to its
+        planned size): appended to since a run read it, or grown since this run planned (a local
+        file of lines still written to: read whole, Spark would read the lines that came after the
+        size the file log records, and the next run would read them again). A scratch folder to
+        copy them to is needed; without one the file is read whole."""
+        return self.scratch is not None and (entry.offset > 0 or self._grew(entry))
 
-    def _tail(self, entry: FileEntry) -> bool:
-        """Whether only the bytes of ``entry`` after the ones read before are read (a scratch folder
-        to copy them to is needed; without one the file is read whole)."""
-        return entry.offset > 0 and self.scratch is not None
+    def _grew(self, entry: FileEntry) -> bool:
+        """Whether a local file of lines holds more bytes now than when the run planned."""
+        local = local_path(entry.path)
+        if local is None or not line_oriented(self.conf) or entry.path.lower().endswith(COMPRESSED):
+            return False
+        try:
+            return os.stat(local).st_size > entry.size
+        except OSError:  # gone: the read says so
+            return False
 
-    def _read_tails(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> list[DataFrame]:
-        """The new bytes of each file appended to since a run read it (:mod:`engine.sources.appended`),
-        copied to the scratch folder and read from there, each record with the file's own path."""
+    def _read_tails(
+        self, spark: SparkSession, work: list[WorkUnit], schema: StructType, copies: set[str]
+    ) -> list[DataFrame]:
+        """The new bytes of each file appended to since a run read it, or that grew since the plan
+        (:mod:`engine.sources.appended`), copied to the scratch folder and read from there, each
+        record naming its file and the byte the bytes read start at (``<file>#<offset>``: a record
+        id of the file's first read is not taken again by an equal line of its tail)."""
         assert self._fs is not None
         frames = []
         for u in work:
             for f in u.payload:
-                if not self._tail(f):
+                if f.path not in copies:
                     continue
                 assert self.scratch is not None
                 copy = tail_copy(self._fs, self.conf, f, self.scratch)
                 self.scratch_used = True
+                named = self._fs.input_file_name(f.path) + (f"#{f.offset}" if f.offset else "")
                 header = self._by_header(f)
                 if header is None:
                     read = self._with_reasons(self._reader(spark).schema(schema).load([copy]), schema)
                 else:
-                    with_header = header_schema(f.path, header, schema, corrupt=CORRUPT_RECORD)
-                    raw = self._reader(spark).option("enforceSchema", "true").schema(with_header).load([copy])
-                    read = by_name(self._with_reasons(raw, with_header), schema, keep=(CORRUPT_REASON,))
-                named = F.lit(self._fs.input_file_name(f.path))  # as its records read whole would say
-                frames.append(read.withColumn(DATASET, F.lit(u.dataset)).withColumn(FILE, named))
-                log.info(
-                    "%s: read bytes %d..%d of %s, appended since a run read it", self.key, f.offset, f.size, f.path
-                )
+                    read = self._by_its_header(spark, [copy], header, schema, shown=F.lit(f.path))
+                frames.append(read.withColumn(DATASET, F.lit(u.dataset)).withColumn(FILE, F.lit(named)))
+                log.info("%s: read bytes %d..%d of %s", self.key, f.offset, f.size, f.path)
         return frames
+
+    def _by_its_header(
+        self, spark: SparkSession, paths: list[str], header: list[str], schema: StructType, *, shown: Column
+    ) -> DataFrame:
+        """``paths``, files whose header is ``header``, read by it (:mod:`engine.sources.csv_headers`);
+        if it lacks one of the schema's columns, their records rejected, the reason naming the file
+        (``shown``) and the columns: a renamed column is not read as nulls."""
+        missing = missing_columns(header, self._data_columns)
+        if missing:
+            return self._refused_by_header(spark, paths, header, missing, schema, shown=shown)
+        read_with = header_schema(paths[0], header, schema, corrupt=CORRUPT_RECORD)
+        raw = self._reader(spark).option("enforceSchema", "true").schema(read_with).load(paths)
+        return by_name(self._with_reasons(raw, read_with), schema, keep=(CORRUPT_REASON,))
+
+    def _refused_by_header(
+        self,
+        spark: SparkSession,
+        paths: list[str],
+        header: list[str],
+        missing: list[str],
+        schema: StructType,
+        *,
+        shown: Column,
+    ) -> DataFrame:
+        """Each line of ``paths`` but the header, rejected by the ``read`` step with its text."""
+        assert self._fs is not None
+        first = header_line(self._fs, paths[0]).decode("utf-8", errors="replace").rstrip("\r\n")
+        lines = spark.read.text(paths).where((F.col("value") != first) & (F.trim(F.col("value")) != ""))
+        names = ", ".join(f"`{c}`" for c in missing)
+        why = F.concat(
+            F.lit("the header of "),
+            shown,
+            F.lit(
+                f" has no column(s) {names} of the schema (its columns: {', '.join(h.strip() for h in header)}): its "
+                "records are not read with nulls there; declare a schema of its columns, or set the source's "
+                "options.enforceSchema = true to read its columns by position"
+            ),
+        )
+        data = [F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields if f.name != CORRUPT_RECORD]
+        log.warning("%s: %s lack(s) the schema's column(s) %s: its records are rejected", self.key, paths[0], names)
+        return lines.select(*data, F.col("value").alias(CORRUPT_RECORD), why.alias(CORRUPT_REASON))
 
     def _read_units(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> DataFrame:
         """The records of ``work``'s files, each with its dataset URN."""
@@ -224,21 +278,20 @@ class FilesSource(Source):
         """The header of a CSV file whose header is not the schema's (read by it), if one was learned."""
         return self._headers.of(entry.path) if self._headers is not None else None
 
-    def _read_by_headers(self, spark: SparkSession, work: list[WorkUnit], schema: StructType) -> list[DataFrame]:
+    def _read_by_headers(
+        self, spark: SparkSession, work: list[WorkUnit], schema: StructType, copies: set[str]
+    ) -> list[DataFrame]:
         """The files of ``work`` whose header is not the schema's, each group of one dataset and one
         header read by it (:mod:`engine.sources.csv_headers`)."""
         groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         for u in work:
             for f in u.payload:
-                if (header := self._by_header(f)) is not None and not self._tail(f):
+                if (header := self._by_header(f)) is not None and f.path not in copies:
                     groups.setdefault((u.dataset, tuple(header)), []).append(f.path)
         frames = []
         for (dataset, names), paths in groups.items():
-            read_with = header_schema(paths[0], list(names), schema, corrupt=CORRUPT_RECORD)
-            read = self._with_reasons(
-                self._reader(spark).option("enforceSchema", "true").schema(read_with).load(paths), read_with
-            )
-            frames.append(by_name(read, schema, keep=(CORRUPT_REASON,)).withColumn(DATASET, F.lit(dataset)))
+            read = self._by_its_header(spark, paths, list(names), schema, shown=F.input_file_name())
+            frames.append(read.withColumn(DATASET, F.lit(dataset)))
             log.info(
                 "%s: %d file(s) of %s read by their header's names: %s",
                 self.key,

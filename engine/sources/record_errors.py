@@ -40,7 +40,7 @@ def corrupt_reason(fmt: str, schema: StructType, corrupt: str, options: dict[str
     fallback = F.lit(f"malformed {fmt.upper()} record: it does not parse")
     if fmt == "json" and str(options.get("multiLine", "false")).lower() != "true":
         # a line of a pretty-printed document (`[`, `  {"id": 1},`, `}`): the file is not JSON lines
-        document = raw.rlike(r"^\s*[\[\]{}]\s*,?\s*$|,\s*$|^\s*\"[^\"]*\"\s*:")
+        document = raw.rlike(r"^\s*[\[\]{}]\s*,?\s*$|^\s*\"[^\"]*\"\s*:")  # a bracket alone, or a member
         fallback = F.when(document, F.lit(DOCUMENT_LINE)).otherwise(fallback)
     said = F.coalesce(F.nullif(named, F.lit("")), fallback)
     return F.when(raw.isNotNull(), F.when(F.is_valid_utf8(raw), said).otherwise(F.lit(NOT_UTF8)))

@@ -262,7 +262,7 @@ class DagSpec:
     still reach the commit steps (:meth:`JobDag.locations <engine.runtime.jobdag.JobDag.locations>`)."""
     warehouse: str = ""
     """The job's warehouse: where the DAG keeps what it reads besides its sinks' staging (the new
-    bytes of files appended to, :meth:`JobDag.scratch <engine.runtime.jobdag.JobDag.scratch>`)."""
+    bytes of files appended to, :func:`engine.runtime.jobdag.scratch_of`)."""
 
     @property
     def pool_name(self) -> str:

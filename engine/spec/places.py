@@ -103,6 +103,8 @@ class _Written:
     shown: str
     table: bool = False
     """A database table (compared by URL and name), not a path."""
+    shared: bool = False
+    """The sink says other writers write the place too (``shared = true``)."""
     copy: bool = False
     """A copy target (copy targets among themselves: :func:`engine.spec.compile`'s own check)."""
 
@@ -110,19 +112,22 @@ class _Written:
 def check_one_writer(dags: tuple[AnyDagSpec, ...], file: str | None) -> None:
     """Refuse two sinks of a job (of one DAG or two, or a sink and a copy target) that write one
     place: the same path however spelled (``x``, ``x/``, ``./x``, an absolute path into the
-    warehouse), one inside the other, or the same database table. Each would publish its branch
-    there, so one table would hold the rows twice (two Delta sinks), or a folder a Parquet reader
-    reads would hold two writers' files (a Delta table and a Parquet extract)."""
+    warehouse), one inside the other, or the same database table; unless both sinks say
+    ``shared = true`` of the same place (two DAGs appending their own records to one table). Each
+    would publish its branch there, so one table would hold the rows twice (two Delta sinks), or a
+    folder a Parquet reader reads would hold two writers' files (a Delta table and a Parquet
+    extract)."""
     written = [w for d in dags for w in _written_by(d)]
     for i, a in enumerate(written):
         for b in written[i + 1 :]:
             same = a.place == b.place if a.table or b.table else nested(a.place, b.place)
-            if not same or (a.copy and b.copy):
+            if not same or (a.copy and b.copy) or (a.shared and b.shared and a.place == b.place):
                 continue
             how = "the same place" if a.place == b.place else "nested places (one inside the other)"
             raise ConfigError(
                 f"{a.what} (key `{a.key}`: {a.shown}) and {b.what} ({b.shown}) write {how}: each publishes "
-                "its records there, so they would be there twice or mixed; give each its own place",
+                "its records there, so they would be there twice or mixed; give each its own place (or, for two "
+                "sinks that append different records to one table, set `shared = true` on both)",
                 key=b.key,
                 file=file,
             )
@@ -138,7 +143,8 @@ def _written_by(dag: AnyDagSpec) -> list[_Written]:
     out = []
     for sink in dag.sinks:
         for field, path in sink.conf.writes().items():
-            out.append(_Written(f"sink `{sink.name}`", f"{sink.key}.{field}", place(path), path))
+            shared = bool(getattr(sink.conf, "shared", False))
+            out.append(_Written(f"sink `{sink.name}`", f"{sink.key}.{field}", place(path), path, shared=shared))
         url, table = getattr(sink.conf, "url", None), getattr(sink.conf, "table", None)
         if sink.conf.type == "jdbc" and isinstance(url, str) and isinstance(table, str):
             where = ("jdbc", url.split("?", 1)[0].lower(), table.replace('"', "").lower())  # compared, never shown

@@ -64,4 +64,13 @@ def is_deterministic(exc: BaseException) -> bool:
     error that says no such SQLSTATE (an I/O error, a lost connection), which a retry may not meet."""
     if any(is_transient(e) for e in chain(exc) if isinstance(e, BaseException)):
         return False
-    return any(state[:2] in DETERMINISTIC_STATES for state in sqlstates(exc))
+    states = sqlstates(exc)
+    if any(state in MAY_PASS for state in states):
+        return False
+    return any(state[:2] in DETERMINISTIC_STATES for state in states)
+
+
+MAY_PASS = ("42K03", "23505")
+"""SQLSTATEs of those classes that another writer can cause and a retry may not meet: a path not
+found (a VACUUM or a concurrent overwrite removed a file the plan read), a unique key violated
+(a MERGE on a database racing another writer's insert of the key)."""
