@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["ENGINE_LOG_DIR"] = tempfile.mkdtemp(prefix="engine-test-logs-")
         atexit.register(shutil.rmtree, os.environ["ENGINE_LOG_DIR"], True)
 
+
 pytest_plugins = ["tests.kafka", "tests.postgres", "tests.s3"]
 
 

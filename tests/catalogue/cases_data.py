@@ -52,7 +52,12 @@ CASES: list[Case] = [
         },
         tables={
             "lake": Rows(count=1, unique=("id",), values={"id": [2]}),
-            "_errors/j": Rows(count=2, check=reasons_say("sink `lake`: key (id) = (1) has 2 different").check),
+            "_errors/j": Rows(
+                count=2,
+                check=reasons_say(
+                    "sink `lake`: key (id) = (1) has 2 records in this batch that are not all alike"
+                ).check,
+            ),
         },
     ),
     Case(

@@ -55,8 +55,8 @@ def test_a_merge_into_a_new_table_rejects_a_key_whose_rows_differ(spark: Any, la
     assert (summary["status"], summary["errors"]) == ("SUCCEEDED", 2)
     assert table(lake / "lake") == [{"id": 2, "name": "c", "v": 3}]
     reason = (
-        "sinks.lake: sink `lake`: key (id) = (1) has 2 different records in this batch, and a merge keeps one row "
-        'per key: none is kept (choose one with duplicates = "last_by <column>")'
+        "sinks.lake: sink `lake`: key (id) = (1) has 2 records in this batch that are not all alike, and a merge "
+        'keeps one row per key: none is kept (choose one with duplicates = "last_by <column>")'
     )
     assert errors(lake) == [("sinks.lake", [reason])] * 2
     assert parquet_ids(lake / "all") == [2], "a rejected record leaves every branch: it is in the error table"
@@ -67,6 +67,7 @@ def test_exact_repeats_of_a_row_are_one_row(spark: Any, lake: Path, tmp_path: Pa
     write_jsonl(tmp_path / "in" / "a.json", [same, same, {"id": 2, "name": "c", "v": 3}])  # type: ignore[list-item]
     summary = run_with(spark, job(tmp_path / "in"), lake, InMemoryMetadataStore(), run=1).summary()
     assert (summary["status"], summary["errors"]) == ("SUCCEEDED", 0)
+    assert summary["sinks"] == {"t.lake": 2, "t.all": 3}, "what each sink wrote"
     assert [r["id"] for r in table(lake / "lake")] == [1, 2]
     assert parquet_ids(lake / "all") == [1, 1, 2], "the append sink takes every record"
 
@@ -106,11 +107,13 @@ def test_last_by_keeps_the_greatest_row_of_each_key(spark: Any, lake: Path, tmp_
     [
         pytest.param(
             "last_by v",
-            "sink `lake`: key (id) = (1) has 2 different rows with the greatest (v) in this batch",
+            "sink `lake`: key (id) = (1) has 2 rows in this batch that are not all alike with the greatest (v)",
             id="last-by-tie",
         ),
         pytest.param(
-            "fail", "sink `lake`: key (id) = (1) has 2 different rows in this batch (duplicates = fail)", id="fail"
+            "fail",
+            "sink `lake`: key (id) = (1) has 2 rows in this batch that are not all alike (duplicates = fail)",
+            id="fail",
         ),
     ],
 )
@@ -136,7 +139,7 @@ def test_a_key_in_two_datasets_of_one_batch_fails_it(spark: Any, lake: Path, tmp
     summary = run_with(spark, spec, lake, InMemoryMetadataStore(), run=1).summary()
     assert summary["status"] == "FAILED", summary
     assert (
-        "key (id) = (1) has 2 different rows in this batch, read from different datasets"
+        "key (id) = (1) has 2 rows in this batch that are not all alike, read from different datasets"
         in summary["dags"][0]["message"]
     )
     assert not (lake / "lake" / "_delta_log").exists()

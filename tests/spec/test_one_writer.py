@@ -88,3 +88,14 @@ def test_places_apart_pass(tmp_path: Path) -> None:
         job(a={"type": "delta", "path": "x"}, b={"type": "parquet", "path": "xy"}, c={"type": "console"}), tmp_path
     )
     assert [s.name for s in spec.dags[0].sinks] == ["a", "b", "c"]
+
+
+def test_two_dags_appending_their_own_records_to_one_table_say_so_on_both_sinks(tmp_path: Path) -> None:
+    dags = {
+        "eu": {"sources": SOURCE, "sinks": {"lake": {"type": "delta", "path": "orders", "shared": True}}},
+        "us": {"sources": SOURCE, "sinks": {"lake": {"type": "delta", "path": "orders/", "shared": True}}},
+    }
+    assert [d.name for d in compile_dict({"dags": dags}, tmp_path).dags] == ["eu", "us"]
+    dags["us"]["sinks"]["lake"]["shared"] = False  # type: ignore[index]
+    with pytest.raises(ConfigError, match="set `shared = true` on both"):
+        compile_dict({"dags": dags}, tmp_path)
