@@ -12,6 +12,11 @@ PLAIN = (
 )
 
 
+def reasons_said(text: str, count: int = 1) -> Rows:
+    """``count`` rejected records, each with a reason holding ``text``."""
+    return Rows(count=count, check=reasons_say(text).check, why=f"a reason says {text!r}")
+
+
 def reasons_say(text: str) -> Rows:
     """Every rejected record of the error table gives a reason holding ``text``."""
     return Rows(
@@ -382,6 +387,17 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             Step(RUN, 1, ('"status": "QUARANTINED"', "no retry can mend"), tables={"lake": Rows(count=1)}),
         ),
         files=job_file("j", MERGE),
+    ),
+    case(
+        "csv-header-lacking-a-column-of-the-declared-schema",
+        "pass",
+        RUN,
+        0,
+        files={
+            **job_file("j", CSV % ', schema = "id INT, name STRING, city STRING"'),
+            "in/a.csv": "Order ID,Name,City\n1,alice,paris\n",
+        },
+        tables={"lake": None, "_errors/j": reasons_said("has no column(s) `id` of the schema")},
     ),
 ]
 
