@@ -148,11 +148,12 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
         inputs_may_not_exist: frozenset[str] = frozenset(),
     ) -> CopyPlan | None:
         """List and diff every dataset (an open plan of an earlier run is listed anew: what it
-        staged is reused file by file). Validation lists nothing; both refuse a source that is
-        not there (a typo would otherwise copy nothing, and with deletes trash the whole target)."""
-        self._check_source(inputs_may_not_exist)
+        staged is reused file by file), after refusing a source that is not there (a typo would
+        otherwise copy nothing, and with deletes trash the whole target). Validation lists nothing
+        and checks no source: an earlier hop of a flow, or an upstream DAG, may make it."""
         if validate_only or ctx is None:
             return None
+        self._check_source(inputs_may_not_exist)
         return plan_copy(self, ctx)
 
     def _check_source(self, not_yet: frozenset[str]) -> None:

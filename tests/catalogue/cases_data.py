@@ -265,7 +265,7 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
     ),
     *[
         case(
-            f"refused-{mode}-command-writes-nothing",
+            f"refused-{mode}-{what}-writes-nothing",
             "pass",
             (*RUN, f"mode={mode}", *args),
             2,
@@ -273,16 +273,22 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             files={**job_file("j", PLAIN), "in/a.json": '{"id": 1}\n'},
             absent=("wh/_engine",),
         )
-        for mode, args, key in (
-            ("checkpoint", ("checkpoint.action=undo",), "key `checkpoint.action`"),
+        for mode, what, args, key in (
+            ("checkpoint", "unknown-action", ("checkpoint.action=undo",), "key `checkpoint.action`"),
             (
                 "checkpoint",
+                "unknown-dataset",
                 ("checkpoint.action=reset", "checkpoint.dataset=files:/x", "checkpoint.reason=r"),
                 "no dataset",
             ),
-            ("checkpoint", ("checkpoint.action=reset", "checkpoint.dataset=files:/x"), "key `checkpoint.reason`"),
-            ("commit", ("commit.action=retry",), "key `commit.action`"),
-            ("commit", ("commit.action=release", "commit.reason=r"), "commit"),
+            (
+                "checkpoint",
+                "no-reason",
+                ("checkpoint.action=reset", "checkpoint.dataset=files:/x"),
+                "key `checkpoint.reason`",
+            ),
+            ("commit", "unknown-action", ("commit.action=retry",), "key `commit.action`"),
+            ("commit", "nothing-waiting", ("commit.action=release", "commit.reason=r"), "commit"),
         )
     ],
     case(
