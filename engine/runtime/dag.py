@@ -183,9 +183,9 @@ class Dag(ABC, Generic[PlanT, ResultT]):
         <engine.commit.steps.StepContext.locations>`). None by default."""
         return {}
 
-    def owned_places(self) -> list[tuple[str, bool]]:
-        """The places its sinks write that a job owns (:mod:`engine.commit.owners`), each with
-        whether the sink shares it with other jobs. None by default."""
+    def owned_places(self, result: ResultT) -> list[tuple[str, bool]]:
+        """The places its sinks published ``result`` to that a job owns (:mod:`engine.commit.owners`),
+        each with whether the sink shares it with other jobs. None by default."""
         return []
 
     @abstractmethod

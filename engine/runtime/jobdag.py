@@ -186,12 +186,16 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         left = [sk.entry.load()(sk.conf, name=sk.name, key=sk.key) for sk in self.spec.unwritten]
         return {key: found for sink in [*self.sinks, *left] for key, found in sink.locations(self.name).items()}
 
-    def owned_places(self) -> list[tuple[str, bool]]:
-        """Its table sinks' places, but those its plan found the job owns already, as it shares them."""
+    def owned_places(self, result: RecordsResult) -> list[tuple[str, bool]]:
+        """The places of its table sinks that published ``result`` (a sink with an empty branch
+        leaves its place as it was), but those its plan found the job owns already, as it shares them."""
+        published = {getattr(step, "sink", None) for staged in result.staged for step in staged.steps}
         return [
             (s.conf.path, s.conf.shared)
             for s in self.sinks
-            if isinstance(s.conf, TableSinkConf) and (s.conf.path, s.conf.shared) not in self._owned
+            if isinstance(s.conf, TableSinkConf)
+            and s.name in published
+            and (s.conf.path, s.conf.shared) not in self._owned
         ]
 
     def _check_owners(self, spark: SparkSession) -> None:

@@ -123,7 +123,7 @@ class Publisher:
                 result = dag.unpublished(result, unpublished_message(dag.name, number, message, final=final))
                 marks = {}
             else:
-                self._claim(dag)
+                self._claim(dag, result)
         elif result.status == Status.SUCCEEDED and self.log.dag(dag.name).find(number):
             closing.append(self.log.done(dag.name, dag.scope, number, "nothing to publish"))
         rows = [self._status_row(dag, o, marks) for o in result.datasets]
@@ -136,11 +136,11 @@ class Publisher:
                 write.result()
         return result
 
-    def _claim(self, dag: AnyDag) -> None:
-        """Record the job as the owner of the places ``dag`` just published to, where none is
-        (:mod:`engine.commit.owners`); a place the batch did not make (an empty branch) waits."""
+    def _claim(self, dag: AnyDag, result: DagResult) -> None:
+        """Record the job as the owner of the places ``dag`` just published ``result`` to, where
+        none is (:mod:`engine.commit.owners`)."""
         fs = HadoopFs(self.spark)
-        for place, shared in dag.owned_places():
+        for place, shared in dag.owned_places(result):
             try:
                 if fs.exists(place):
                     claim(fs, place, job=self.job, shared=shared, run_id=self.run_id)

@@ -191,7 +191,8 @@ def test_a_run_reads_the_held_ids_of_its_files_range_only_from_a_persisted_frame
     job["sources"]["in"]["schema"] = "id BIGINT"
     write_jsonl(inbox / "a.json", [{"id": 1}, {"id": -1}, "{"])
     assert run_with(spark, job, lake, metadata, run=1).status == "SUCCEEDED"
-    write_jsonl(inbox / "a.json", [{"id": 1}, {"id": -1}, "{", {"id": -3}])  # read again, whole
+    # rewritten (its first line longer: its old size no longer ends a line): read again, whole
+    write_jsonl(inbox / "a.json", [{"id": 11}, {"id": -1}, "{", {"id": -3}])
     write_jsonl(inbox / "b.json", [{"id": 2}, {"id": -2}, {"id": -2}])
     log = SqlLog(spark)
     assert run_with(spark, job, lake, metadata, run=2).status == "SUCCEEDED"

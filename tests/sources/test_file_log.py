@@ -164,7 +164,8 @@ def test_a_checkpoint_set_counts_everything_before_it_as_read(spark: Any, lake: 
     value = f"{int(os.stat(months[3]).st_mtime * 1000)}|file:{months[3]}"
     urn = f"files:{land}/*.json"
     request = CheckpointRequest("set", urn, value, "file", "start after March")
-    change_checkpoint(store, "t", ["t"], request, run_id="c1")
+    # a dataset no run has read yet: set as the source names it (``mode=checkpoint`` asks the config)
+    change_checkpoint(store, "t", ["t"], request, run_id="c1", names_dataset=lambda _dag, named: named == urn)
     first = run_with(spark, job(land / "*.json"), lake, store, run=1)
     touch(land / "2026-02-late.json", rows(99_000, 99_001), mtime=T0 + 2 * 7 * MINUTE)  # before the set value
     second = run_with(spark, job(land / "*.json"), lake, store, run=2)
