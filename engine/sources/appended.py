@@ -13,7 +13,9 @@ carrying the file's own path (record ids, the error table's ``origin``). The cop
 
 Any other change (a Parquet or Avro file replaced, a compressed file, one that shrank, or whose
 logged size does not end a line) is a *rewrite*: the file is new, read whole, and the dataset's
-note says that the sinks that append now hold its earlier records twice.
+note says that the sinks that append now hold its earlier records twice. So is every changed file
+under ``changed_files = whole`` (a producer that rewrites files in place: a rewrite that grew by
+whole lines at the logged size looks like an append, and its changed earlier lines would be missed).
 """
 
 from __future__ import annotations
@@ -46,15 +48,16 @@ def line_oriented(conf: FilesSourceConf) -> bool:
 def changed(fs: HadoopFs, conf: FilesSourceConf, entry: FileEntry, logged_size: int) -> tuple[FileEntry, str]:
     """``entry`` (a file logged read with ``logged_size`` bytes, changed since) as the run reads
     it: with the bytes read before to skip if it was appended to, else whole; and what to say."""
-    appended = 0 < logged_size < entry.size and _appendable(conf, entry.path)
-    if appended and _ends_a_line(fs, entry.path, logged_size):
+    if conf.changed_files == "whole":
+        why = "changed_files = whole"
+    elif 0 < logged_size < entry.size and _appendable(conf, entry.path) and _ends_a_line(fs, entry.path, logged_size):
         grown = entry.size - logged_size
         said = f"{entry.path} grew by {grown} bytes since a run read it: only they are read"
         return replace(entry, offset=logged_size), said
-    return entry, (
-        f"{entry.path} changed since a run read it ({logged_size} bytes then, {entry.size} now, not lines added at "
-        f"its end): {READ_AGAIN}"
-    )
+    else:
+        why = "not lines added at its end"
+    sizes = f"{logged_size} bytes then, {entry.size} now"
+    return entry, f"{entry.path} changed since a run read it ({sizes}, {why}): {READ_AGAIN}"
 
 
 def _appendable(conf: FilesSourceConf, path: str) -> bool:

@@ -149,6 +149,13 @@ class FilesSourceConf(SourceConf):
     status, and is logged in the file log as read (with the error), so it is not read again unless
     it is replaced (new modification time or size)."""
 
+    changed_files: Literal["tail", "whole"] = "tail"
+    """A file read before that has changed since (another size or modification time). ``tail``: a
+    file of lines grown by whole lines was appended to, and only its new bytes are read; any other
+    change reads it again whole. ``whole``: every changed file is read again whole, for producers
+    that rewrite files in place with more lines (an append cannot be told from such a rewrite by
+    size alone); the note names the sinks that then hold its earlier records twice."""
+
     @field_validator("min_age", "lookback")
     @classmethod
     def _duration(cls, value: float | int | str) -> float:

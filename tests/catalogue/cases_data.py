@@ -202,6 +202,25 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
             "sinks.lake { type = delta, path = lake }\n",
         ),
     ),
+    Case(
+        "a-file-rewritten-in-place-with-more-lines-is-read-whole-when-asked",
+        "58.4",
+        (
+            Step(RUN, 0, files={"in/daily.json": '{"id": 1}\n{"id": 2}\n'}),
+            Step(  # its first lines changed, the old size still ending a line: by size alone an append
+                RUN,
+                0,
+                ("changed_files = whole", "read again whole"),
+                files={"in/daily.json": '{"id": 7}\n{"id": 8}\n{"id": 9}\n'},
+                tables={"lake": Rows(count=5, values={"id": [1, 2, 7, 8, 9]})},
+            ),
+        ),
+        files=job_file(
+            "j",
+            'sources.in { type = files, format = json, path = "{dir}/in/*.json", schema = "id INT", '
+            "changed_files = whole }\nsinks.lake { type = delta, path = lake }\n",
+        ),
+    ),
     case(
         "bytes-not-utf8-in-a-rejected-record",
         "58.5",

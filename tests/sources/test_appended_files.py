@@ -144,3 +144,21 @@ def test_a_bad_line_in_the_new_lines_like_one_read_before_is_kept_too(spark: Any
     found = DeltaTable(str(lake / "_errors" / "t")).to_pyarrow_table().to_pylist()
     assert [r["record"] for r in found] == ["{", "{"]
     assert sorted(r["origin"].rsplit("/", 1)[1] for r in found) == ["log.json", f"log.json#{len(lines(1, 1)) + 2}"]
+
+
+def test_a_rewrite_that_looks_like_an_append_is_read_whole_under_changed_files_whole(
+    spark: Any, lake: Path, tmp_path: Path
+) -> None:
+    """A producer rewriting a file in place with more lines, its old size falling where a line
+    ends: by size alone an append, whose changed first lines ``tail`` would miss; ``whole`` reads it all."""
+    store, file = InMemoryMetadataStore(), tmp_path / "in" / "daily.json"
+    spec = job(tmp_path / "in", changed_files="whole")
+    put(file, lines(1, 2), mtime=T0)
+    assert run_with(spark, spec, lake, store, run=1).summary()["records_read"] == 2
+    rewritten = lines(7, 8) + lines(9, 9)  # ids 1, 2 corrected to 7, 8 (the same lengths), then one more
+    assert rewritten[: file.stat().st_size].endswith("\n")
+    put(file, rewritten, mtime=T0 + 60)
+    second = run_with(spark, spec, lake, store, run=2).summary()
+    assert second["records_read"] == 3, second
+    assert ids(lake) == [1, 2, 7, 8, 9], "the rewritten lines read too"
+    assert "changed_files = whole" in notes(second) and "read again whole" in notes(second)
