@@ -18,6 +18,7 @@ from engine.plugins.conf import parse_seconds as parse_seconds
 from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
 from engine.plugins.sizes import parse_bytes as parse_bytes
 from engine.sources.avro_schema import avro_to_ddl, load_avro_schema
+from engine.sources.stable_hash import seed0_str_hash
 from engine.sources.workunits import Budget
 from engine.state.watermarks import parse_timestamp
 
@@ -368,10 +369,10 @@ class JdbcSourceConf(SourceConf):
 
     def dataset_urn(self) -> str:
         """The URN of the one dataset it reads: the URL (without its query, which may hold a
-        password) and the table, or a digest of the query. (``hash`` of the text: the same across
-        runs because spark-submit fixes ``PYTHONHASHSEED``; changing it would orphan stored state.)"""
+        password) and the table, or a digest of the query: the text's ``hash`` under spark-submit's
+        ``PYTHONHASHSEED=0``, as URNs were stored, whatever process computes it (:mod:`engine.sources.stable_hash`)."""
         url = self.url.split("?", 1)[0]
-        what = self.table or f"query:{abs(hash(self.query)) % 10**10}"
+        what = self.table or f"query:{abs(seed0_str_hash(self.query or '')) % 10**10}"
         return f"jdbc:{url}/{what}"
 
     def names_dataset(self, urn: str) -> bool:
