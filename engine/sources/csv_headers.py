@@ -54,24 +54,32 @@ def reads_by_name(options: Mapping[str, object]) -> bool:
 
 
 def header_line(fs: HadoopFs, path: str) -> bytes:
-    """A CSV file's first line, its line end included (the whole file, if it has one line)."""
-    head = fs.read_at(path, 0, HEAD_BYTES)
-    end = head.find(b"\n")
-    while end < 0 and len(head) % HEAD_BYTES == 0 and head:  # a header longer than a head: read on
-        more = fs.read_at(path, len(head), HEAD_BYTES)
-        if not more:
-            break
-        head += more
+    """A CSV file's first line, its line end included (the whole file, if it has one line),
+    decompressed when its name says a codec (a ``.csv.gz`` file's header is its text's first line)."""
+    wanted = HEAD_BYTES
+    while True:
+        head = fs.head(path, wanted)
         end = head.find(b"\n")
-    return head if end < 0 else head[: end + 1]
+        if end >= 0:
+            return head[: end + 1]
+        if len(head) < wanted:  # the whole file, one line
+            return head
+        wanted *= 4  # a header longer than a head: read on
 
 
 def header_of(head: bytes, options: Mapping[str, object]) -> list[str]:
-    """The names of the first line of a CSV file's head (the reader's ``sep`` and ``quote``)."""
-    sep = str(options.get("sep", options.get("delimiter", ",")))[:1] or ","
-    quote = str(options.get("quote", '"'))[:1] or '"'
-    text = head.decode(str(options.get("encoding", options.get("charset", "utf-8"))), errors="replace")
-    for row in csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=sep, quotechar=quote):
+    """The names of the first line of a CSV file's head (the reader's ``sep``, ``quote`` and
+    ``encoding``, whose keys Spark takes in any case), without a leading byte-order mark (which
+    Excel writes; Spark's reader drops it too)."""
+    opts = {k.lower(): str(v) for k, v in options.items()}
+    sep = opts.get("sep", opts.get("delimiter", ",")) or ","
+    quote = opts.get("quote", '"')[:1] or '"'
+    text = head.decode(opts.get("encoding", opts.get("charset", "utf-8")), errors="replace")
+    text = text.removeprefix("\ufeff")
+    if len(sep) > 1:  # Spark's multi-character separator: Python's csv takes one character
+        first = next((line for line in text.splitlines() if line), "")  # blank lines skipped, as Spark does
+        return [n[1:-1] if len(n) > 1 and n[0] == n[-1] == quote else n for n in first.split(sep)] if first else []
+    for row in csv.reader(io.StringIO(text), delimiter=sep, quotechar=quote):
         if row:
             return row  # as Spark's header check sees the names: spaces around them kept
     return []

@@ -111,7 +111,41 @@ def test_positional_reading_stays_where_the_user_asks_for_it(spark: Any, lake: P
         (b"id,name\n1,a\n", {}, ["id", "name"]),
         (b'\xef\xbb\xbfid;"a;b"\n', {"sep": ";"}, ["id", "a;b"]),
         (b"\n\n id , x \n", {}, [" id ", " x "]),  # as Spark's header check sees them
+        (b"id,x\n", {"SEP": "|", "Encoding": "utf-8"}, ["id,x"]),  # option keys in any case, as Spark takes them
+        (b'id||"x"||y\n1||2||3\n', {"sep": "||"}, ["id", "x", "y"]),  # a separator of several characters
     ],
 )
 def test_the_header_line(head: bytes, options: dict[str, str], names: list[str]) -> None:
     assert header_of(head, options) == names
+
+
+def test_compressed_files_in_several_orders_are_read_by_their_headers(spark: Any, lake: Path, tmp_path: Path) -> None:
+    """A ``.csv.gz`` file's header is its text's first line, not its compressed bytes."""
+    import gzip
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv.gz").write_bytes(gzip.compress(b"id,name,city\n1,alice,paris\n"))
+    (tmp_path / "in" / "b.csv.gz").write_bytes(gzip.compress(b"city,id,name\nrome,2,bob\n"))
+    spec = csv_job(tmp_path / "in", schema="id INT, name STRING, city STRING")
+    summary = run_with(spark, spec, lake, InMemoryMetadataStore(), run=1).summary()
+    assert (summary["status"], summary["errors"]) == ("SUCCEEDED", 0), summary
+    assert rows(lake / "lake") == [
+        {"id": 1, "name": "alice", "city": "paris"},
+        {"id": 2, "name": "bob", "city": "rome"},
+    ]
+
+
+def test_a_file_starting_with_a_byte_order_mark_is_read_as_its_header_says(
+    spark: Any, lake: Path, tmp_path: Path
+) -> None:
+    """What Excel writes: the mark before the first name is no part of it."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_bytes(b"\xef\xbb\xbfid,name,city\r\n1,alice,paris\r\n")
+    (tmp_path / "in" / "b.csv").write_bytes(b"\xef\xbb\xbfid,city,name\r\n2,rome,bob\r\n")
+    spec = csv_job(tmp_path / "in", schema="id INT, name STRING, city STRING")
+    summary = run_with(spark, spec, lake, InMemoryMetadataStore(), run=1).summary()
+    assert (summary["status"], summary["errors"]) == ("SUCCEEDED", 0), summary
+    assert rows(lake / "lake") == [
+        {"id": 1, "name": "alice", "city": "paris"},
+        {"id": 2, "name": "bob", "city": "rome"},
+    ]
