@@ -70,7 +70,9 @@ def is_deterministic(exc: BaseException) -> bool:
     return any(state[:2] in DETERMINISTIC_STATES for state in states)
 
 
-MAY_PASS = ("42K03", "23505")
+MAY_PASS = ("42K03", "23505", "23000")
 """SQLSTATEs of those classes that another writer can cause and a retry may not meet: a path not
 found (a VACUUM or a concurrent overwrite removed a file the plan read), a unique key violated
-(a MERGE on a database racing another writer's insert of the key)."""
+(a MERGE on a database racing another writer's insert of the key: ``23505`` in PostgreSQL,
+``23000`` in SQL Server, Oracle and MySQL, which give every integrity violation that one state, so
+it is retried as before rather than quarantined at once)."""

@@ -92,3 +92,8 @@ def test_which_failures_no_retry_can_mend(spark: Any, tmp_path: Path) -> None:
     assert is_deterministic(wrapped(unknown.value)), "through the step that raised it"
     assert not is_deterministic(OSError("connection reset by peer")), "no SQLSTATE: a retry may not meet it"
     assert not is_deterministic(RuntimeError("ConcurrentAppendException: Files were added [SQLSTATE: 2D521]"))
+    # a unique key another writer inserted first: PostgreSQL's state, and the one SQL Server, Oracle
+    # and MySQL give every integrity violation (retried as any other failure, not quarantined at once)
+    for state in ("23505", "23000"):
+        assert not is_deterministic(RuntimeError(f"duplicate key value violates unique constraint [SQLSTATE: {state}]"))
+    assert is_deterministic(RuntimeError("null value in column violates not-null constraint [SQLSTATE: 23502]"))
