@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from engine.errors import ConfigError
 from engine.state.store import utcnow
@@ -67,12 +67,33 @@ def owner_of(fs: HadoopFs, place: str) -> Owner | None:
     return found
 
 
-def check_owner(fs: HadoopFs, place: str, *, job: str, shared: bool, what: str, key: str) -> Owner | None:
-    """Raise :class:`ConfigError` if another job owns ``place`` and the two do not both share it;
-    else who owns it (``None``: nobody yet)."""
+def enclosing(place: str, within: str | None) -> list[str]:
+    """The folders between ``within`` (the warehouse; not included) and ``place`` that hold it,
+    nearest first: another job's table there holds this sink's files too. None outside ``within``."""
+    root, path = (within or "").rstrip("/"), place.rstrip("/")
+    if not root or not path.startswith(root + "/"):
+        return []
+    parts = path[len(root) + 1 :].split("/")[:-1]
+    return [f"{root}/{'/'.join(parts[:n])}" for n in range(len(parts), 0, -1)]
+
+
+def check_owner(
+    fs: HadoopFs, place: str, *, job: str, shared: bool, what: str, key: str, within: str | None = None
+) -> Owner | None:
+    """Raise :class:`ConfigError` if another job owns ``place``, or a folder of ``within`` holding
+    it (:func:`enclosing`), and the two do not both share it; else who owns ``place`` (``None``:
+    nobody yet)."""
+    for outer in enclosing(place, within):
+        found = owner_of(fs, outer)
+        if found is not None and found.job != job and not (found.shared and shared):
+            _refuse(found, outer, writes=f"{place}, inside {outer},", what=what, key=key)
     owner = owner_of(fs, place)
     if owner is None or owner.job == job or (owner.shared and shared):
         return owner
+    _refuse(owner, place, writes=f"{place},", what=what, key=key)
+
+
+def _refuse(owner: Owner, place: str, *, writes: str, what: str, key: str) -> NoReturn:
     if owner.shared:
         why = "it shares the place, this sink does not: set `shared = true` on it too if both are meant to write there"
     else:
@@ -81,7 +102,7 @@ def check_owner(fs: HadoopFs, place: str, *, job: str, shared: bool, what: str, 
             "input twice); write another place, or set `shared = true` on both jobs' sinks"
         )
     raise ConfigError(
-        f"{what} writes {place}, which job `{owner.job}` writes (recorded in {owner_file(place)} by run "
+        f"{what} writes {writes} which job `{owner.job}` writes (recorded in {owner_file(place)} by run "
         f"{owner.run_id or '?'}): {why}",
         key=key,
     )
@@ -93,5 +114,7 @@ def claim(fs: HadoopFs, place: str, *, job: str, shared: bool, run_id: str) -> N
     owner = owner_of(fs, place)
     if owner is not None and (owner.job != job or owner.shared == shared):
         return
+    if owner is None and fs.size(owner_file(place)) is not None:
+        return  # a record that says no job (warned of): left for the operator, not taken silently
     record = Owner(job, shared, run_id, utcnow().isoformat(timespec="seconds"))
     fs.write(owner_file(place), json.dumps(asdict(record)).encode())

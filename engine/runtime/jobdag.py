@@ -205,7 +205,8 @@ class JobDag(Dag[RecordsPlan, RecordsResult]):
         for sink in self.sinks:
             if isinstance(sink.conf, TableSinkConf):
                 c, what = sink.conf, f"sink `{sink.name}` of job `{self.job}`"
-                owner = check_owner(fs, c.path, job=self.job, shared=c.shared, what=what, key=f"{sink.key}.path")
+                key, within = f"{sink.key}.path", self.spec.warehouse
+                owner = check_owner(fs, c.path, job=self.job, shared=c.shared, what=what, key=key, within=within)
                 if owner is not None and owner.job == self.job and owner.shared == c.shared:
                     self._owned.add((c.path, c.shared))
 

@@ -82,3 +82,21 @@ def test_the_owner_runs_on_and_its_files_sink_keeps_the_record_through_an_overwr
     import pyarrow.parquet as pq
 
     assert pq.read_table(lake / "latest").column("id").to_pylist() == [2], "a reader of the folder skips the record"
+
+
+def test_a_job_writing_inside_another_jobs_table_is_refused(spark: Any, owned: Path, tmp_path: Path) -> None:
+    """``orders/eu`` is a folder of job ``one``'s table: files there are that table's files."""
+    with pytest.raises(ConfigError) as refused:
+        run_with(spark, job(tmp_path / "b", path="orders/eu"), owned, InMemoryMetadataStore(), run=1, name="two")
+    said = str(refused.value)
+    assert "orders/eu, inside" in said and "which job `one` writes" in said, said
+    assert not (owned / "orders" / "eu").exists() and ids(owned) == [1, 2]
+
+
+def test_a_record_that_names_no_job_is_not_taken_over(spark: Any, lake: Path, tmp_path: Path) -> None:
+    """Left for the operator to mend (a warning each run), not silently rewritten as the run's own."""
+    (lake / "orders").mkdir(parents=True)
+    (lake / "orders" / OWNER_FILE).write_text("not json")
+    write_jsonl(tmp_path / "a" / "x.json", [{"id": 1}])
+    assert run_with(spark, job(tmp_path / "a"), lake, InMemoryMetadataStore(), run=1, name="one").status == "SUCCEEDED"
+    assert (lake / "orders" / OWNER_FILE).read_text() == "not json"
