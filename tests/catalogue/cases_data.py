@@ -3,6 +3,8 @@ said nothing before it was fixed."""
 
 from __future__ import annotations
 
+import gzip
+
 from tests.catalogue.case import TRACE_MARKERS, Case, Rows, Step, case, job_file
 
 RUN = ("job=j",)
@@ -94,6 +96,18 @@ CASES: list[Case] = [
         )
         for origin, schema in (("inferred", ""), ("declared", ', schema = "id INT, name STRING, city STRING"'))
     ],
+    case(  # the headers were read from the compressed bytes: every record rejected
+        "csv-gz-files-headers-in-another-order-read-by-name",
+        "58.2",
+        RUN,
+        0,
+        files={
+            **job_file("j", CSV.replace("*.csv", "*.csv.gz") % ', schema = "id INT, name STRING, city STRING"'),
+            "in/a.csv.gz": gzip.compress(b"id,name,city\n1,alice,paris\n2,bob,rome\n", mtime=0),
+            "in/b.csv.gz": gzip.compress(b"id,city,name\n3,berlin,carol\n", mtime=0),
+        },
+        tables={"lake": CSV_READ_BY_NAME},
+    ),
     case(
         "refused-first-batch-leaves-no-file-in-the-sink-folder",
         "pass",
@@ -179,6 +193,22 @@ sinks.lake { type = delta, path = lake, mode = merge, keys = [m] }
                 f"jobs/{name}.conf": 'sources.in { type = files, format = json, path = "{dir}/in/*.json", '
                 'schema = "id INT" }\nsinks.lake { type = delta, path = orders }\n'
                 for name in ("j", "k")
+            },
+            "in/a.json": '{"id": 1}\n',
+        },
+    ),
+    Case(
+        "a-job-writing-inside-another-jobs-table",
+        "58.3",
+        (
+            Step(("job=j",), 0, tables={"orders": Rows(count=1)}),
+            Step(("job=k",), 2, ("`job.sinks.lake.path`", "inside", "which job `j` writes"), absent=("wh/orders/eu",)),
+        ),
+        files={
+            **{
+                f"jobs/{name}.conf": 'sources.in { type = files, format = json, path = "{dir}/in/*.json", '
+                f'schema = "id INT" }}\nsinks.lake {{ type = delta, path = {place} }}\n'
+                for name, place in (("j", "orders"), ("k", "orders/eu"))
             },
             "in/a.json": '{"id": 1}\n',
         },
