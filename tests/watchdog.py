@@ -135,9 +135,14 @@ def stat_fields(pid: int) -> list[str] | None:
 
 def children(pid: int) -> list[int]:
     """The processes ``pid`` started that still run (its direct children, from ``/proc``): those
-    of each of its threads (the service starts executions from its request threads)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+    of each of its threads (the service starts executions from its request threads); none for a
+    process that ended, even while its threads are listed."""
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    except OSError:  # the process ended meanwhile (a launcher JVM spark-class starts and ends)
+        return found
+    for task in tasks:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             found += [int(c) for c in task.read_text().split()]
     return found
