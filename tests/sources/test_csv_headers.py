@@ -4,6 +4,7 @@ Tables read with delta-rs."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import Any
 
@@ -119,29 +120,31 @@ def test_the_header_line(head: bytes, options: dict[str, str], names: list[str])
     assert header_of(head, options) == names
 
 
-def test_compressed_files_in_several_orders_are_read_by_their_headers(spark: Any, lake: Path, tmp_path: Path) -> None:
-    """A ``.csv.gz`` file's header is its text's first line, not its compressed bytes."""
-    import gzip
-
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.csv.gz").write_bytes(gzip.compress(b"id,name,city\n1,alice,paris\n"))
-    (tmp_path / "in" / "b.csv.gz").write_bytes(gzip.compress(b"city,id,name\nrome,2,bob\n"))
-    spec = csv_job(tmp_path / "in", schema="id INT, name STRING, city STRING")
-    summary = run_with(spark, spec, lake, InMemoryMetadataStore(), run=1).summary()
-    assert (summary["status"], summary["errors"]) == ("SUCCEEDED", 0), summary
-    assert rows(lake / "lake") == [
-        {"id": 1, "name": "alice", "city": "paris"},
-        {"id": 2, "name": "bob", "city": "rome"},
-    ]
-
-
-def test_a_file_starting_with_a_byte_order_mark_is_read_as_its_header_says(
-    spark: Any, lake: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param(  # a ``.csv.gz`` file's header is its text's first line, not its compressed bytes
+            {
+                "a.csv.gz": gzip.compress(b"id,name,city\n1,alice,paris\n"),
+                "b.csv.gz": gzip.compress(b"city,id,name\nrome,2,bob\n"),
+            },
+            id="compressed",
+        ),
+        pytest.param(  # what Excel writes: the mark before the first name is no part of it
+            {
+                "a.csv": b"\xef\xbb\xbfid,name,city\r\n1,alice,paris\r\n",
+                "b.csv": b"\xef\xbb\xbfid,city,name\r\n2,rome,bob\r\n",
+            },
+            id="byte-order-mark",
+        ),
+    ],
+)
+def test_files_in_several_orders_are_read_by_their_headers_compressed_or_with_a_byte_order_mark(
+    spark: Any, lake: Path, tmp_path: Path, files: dict[str, bytes]
 ) -> None:
-    """What Excel writes: the mark before the first name is no part of it."""
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.csv").write_bytes(b"\xef\xbb\xbfid,name,city\r\n1,alice,paris\r\n")
-    (tmp_path / "in" / "b.csv").write_bytes(b"\xef\xbb\xbfid,city,name\r\n2,rome,bob\r\n")
+    for name, data in files.items():
+        (tmp_path / "in" / name).write_bytes(data)
     spec = csv_job(tmp_path / "in", schema="id INT, name STRING, city STRING")
     summary = run_with(spark, spec, lake, InMemoryMetadataStore(), run=1).summary()
     assert (summary["status"], summary["errors"]) == ("SUCCEEDED", 0), summary
