@@ -419,20 +419,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def explain(spark: SparkSession, input_path: str, persist: str) -> None:
-    from engine.runtime.jobdag import JobDag
+    from engine.runtime.records import RecordsDag
+    from engine.runtime.records.reading import group_frame
     from engine.sources.base import PlanContext
     from engine.sources.workunits import Budget, pack
     from engine.spec import compile_job
     from engine.state.rows import utcnow
 
     spec = compile_job(engine_job(input_path, persist), name="bench_orders", file=None, warehouse=str(OUT / "explain"))
-    dag = JobDag(spec.dags[0], job=spec.name, run_id="explain")
+    dag = RecordsDag(spec.dags[0], job=spec.name, run_id="explain")
     ctx = PlanContext(state={}, per_dataset=Budget(), per_run=Budget(), now=utcnow())
     plan = dag.plan(spark, ctx)
     assert plan is not None
     group = pack(plan.units, max_groups=dag.spec.work_units.max_groups)[0]
     print("== engine: the converted frame of its first work-unit group")
-    dag._group_frame(spark, plan, group).explain(mode="formatted")
+    group_frame(dag.parts, spark, plan, group).explain(mode="formatted")
     print("== hand-written: the persisted frame")
     hand_converted(spark, input_path).explain(mode="formatted")
 

@@ -35,26 +35,24 @@ if str(ROOT) not in sys.path:
 
 
 def _direct_classes() -> tuple[type, type]:
-    """A JobDag that writes its sinks directly, and a metadata manager without the commit log."""
-    from engine.runtime.jobdag import JobDag, union_groups
+    """A records DAG that writes its sinks directly, and a metadata manager without the commit log."""
     from engine.runtime.metadata import MetadataManager
     from engine.runtime.publisher import Publisher
+    from engine.runtime.records import RecordsDag, union_groups
     from engine.sinks.error_table import ErrorTable
     from engine.state.status import Status
     from engine.state.store import DatasetState, utcnow
 
-    class DirectDag(JobDag):
-        def _stage(self, spark: Any, plan: Any, ok: Any, batch: Any) -> Any:
+    class DirectDag(RecordsDag):
+        def stage(self, spark: Any, run: Any, ok: Any, refused: Any) -> Any:
             frame = union_groups([(g.group, g.frame) for g in ok if g.frame is not None])
-            written = {}
+            preds, written = run.plan.predicates, {}
             for sink in self.sinks:
                 branch = sink.conf.from_
-                sink.write(self.fork.branch(frame, branch, plan.predicates[branch], self.ctx))
+                sink.write(self.fork.branch(frame, branch, preds[branch], self.ctx))
                 written[sink.name] = sum(c.by_branch.get(branch, 0) for g in ok for c in g.counts.values())
             if self.spec.error_table:
-                ErrorTable(self.spec.error_table).append(
-                    self.fork.branch(frame, "error", plan.predicates["error"], self.ctx)
-                )
+                ErrorTable(self.spec.error_table).append(self.fork.branch(frame, "error", preds["error"], self.ctx))
             return [], written
 
     class DirectPublisher(Publisher):

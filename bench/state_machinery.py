@@ -73,14 +73,14 @@ def job(root: Path) -> dict[str, Any]:
 def timed_run(spark: Any, spec: Any, store: Any, run_id: str) -> dict[str, float]:
     """One run, phase by phase, as JobManager.plan/execute do it."""
     from engine.commit.batch import BatchRef
-    from engine.runtime.jobdag import JobDag
     from engine.runtime.metadata import MetadataManager
+    from engine.runtime.records import RecordsDag
     from engine.sources.workunits import pack
 
     t0 = time.perf_counter()
     manager = MetadataManager(store, spark=spark, job=spec.name, run_id=run_id)
     (dag_spec,) = spec.dags
-    dag = JobDag(dag_spec, job=spec.name, run_id=run_id)
+    dag = RecordsDag(dag_spec, job=spec.name, run_id=run_id)
     number, _ = manager.batch(dag)
     ctx = manager.context(dag)
     t1 = time.perf_counter()

@@ -11,21 +11,30 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.runtime.dag import Dag, DagResult
-    from engine.runtime.jobdag import JobDag
     from engine.runtime.jobmanager import JobManager, JobResult
+    from engine.runtime.records import RecordsDag
     from engine.runtime.session import build_session, cached_class_path, cached_jars
 
 _WHERE = {
     "Dag": "engine.runtime.dag",
     "DagResult": "engine.runtime.dag",
-    "JobDag": "engine.runtime.jobdag",
     "JobManager": "engine.runtime.jobmanager",
     "JobResult": "engine.runtime.jobmanager",
+    "RecordsDag": "engine.runtime.records",
     "build_session": "engine.runtime.session",
     "cached_class_path": "engine.runtime.session",
     "cached_jars": "engine.runtime.session",
 }
-__all__ = ["Dag", "DagResult", "JobDag", "JobManager", "JobResult", "build_session", "cached_class_path", "cached_jars"]
+__all__ = [
+    "Dag",
+    "DagResult",
+    "JobManager",
+    "JobResult",
+    "RecordsDag",
+    "build_session",
+    "cached_class_path",
+    "cached_jars",
+]
 
 
 def __getattr__(name: str) -> Any:

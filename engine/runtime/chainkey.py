@@ -1,6 +1,6 @@
 """What a check of a records DAG's chain depends on, as one key.
 
-:meth:`JobDag.plan <engine.runtime.jobdag.JobDag.plan>` builds the whole chain over an empty frame
+:func:`engine.runtime.records.planning.plan` builds the whole chain over an empty frame
 to surface every config mistake; on a fresh JVM that analysis costs seconds. A run skips it when a
 check with the same key passed before (new data changes none of it): the same schema, the same config of
 the source, the steps, the branches and the sinks, the same code (the engine's files and those of

@@ -140,29 +140,26 @@ class CopyDag(Dag[CopyPlan, CopyResult]):
     def plan(
         self,
         spark: SparkSession,
-        ctx: PlanContext | None = None,
+        ctx: PlanContext,
         *,
-        validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
         references: dict[str, int] | None = None,
-        inputs_may_not_exist: frozenset[str] = frozenset(),
-    ) -> CopyPlan | None:
+    ) -> CopyPlan:
         """List and diff every dataset (an open plan of an earlier run is listed anew: what it
         staged is reused file by file), after refusing a source that is not there (a typo would
-        otherwise copy nothing, and with deletes trash the whole target). Validation lists nothing
-        and checks no source: an earlier hop of a flow, or an upstream DAG, may make it."""
-        if validate_only or ctx is None:
-            return None
-        self._check_source(inputs_may_not_exist)
+        otherwise copy nothing, and with deletes trash the whole target). Validation (the default
+        :meth:`~engine.runtime.dag.Dag.validate`) lists nothing and checks no source: an earlier
+        hop of a flow, or an upstream DAG, may make it."""
+        self._check_source()
         return plan_copy(self, ctx)
 
-    def _check_source(self, not_yet: frozenset[str]) -> None:
+    def _check_source(self) -> None:
         """Raise :class:`ConfigError` if the source does not exist (an object store's prefix holding
-        no object does not either), unless an upstream DAG makes it (``not_yet``)."""
+        no object does not either)."""
         import pyarrow.fs as pafs
 
         source, conf = self.source, self.spec.copy
-        if source.path in not_yet or conf.source in not_yet or conf.delete.allow_empty_source:
+        if conf.delete.allow_empty_source:
             return
         if source.fs.get_file_info(source.path).type == pafs.FileType.NotFound:
             raise ConfigError(

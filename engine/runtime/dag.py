@@ -1,6 +1,6 @@
 """One DAG protocol: what the JobManager and the MetadataManager know of any DAG.
 
-A records DAG (:class:`~engine.runtime.jobdag.JobDag`) and a copy DAG
+A records DAG (:class:`~engine.runtime.records.RecordsDag`) and a copy DAG
 (:class:`~engine.runtime.copydag.CopyDag`) differ in what they read and how they stage it; the
 runtime around them does not. Each is planned (``plan() -> plan value``), stored in the commit log
 by its fingerprint and work units, run (``run(plan) -> result``), and published through the commit
@@ -192,20 +192,22 @@ class Dag(ABC, Generic[PlanT, ResultT]):
     def fingerprint(self) -> str:
         """What a stored plan depends on: a plan stored under another fingerprint is planned anew."""
 
+    def validate(self, spark: SparkSession, *, inputs_may_not_exist: frozenset[str] = frozenset()) -> None:
+        """Check the config as :meth:`plan` does, listing and reading nothing (``inputs_may_not_exist``:
+        the input paths an upstream DAG writes, which need not exist yet). Nothing by default."""
+        return None
+
     @abstractmethod
     def plan(
         self,
         spark: SparkSession,
-        ctx: PlanContext | None = None,
+        ctx: PlanContext,
         *,
-        validate_only: bool = False,
         reuse: list[WorkUnit] | None = None,
         references: dict[str, int] | None = None,
-        inputs_may_not_exist: frozenset[str] = frozenset(),
-    ) -> PlanT | None:
+    ) -> PlanT:
         """This run's plan over the state in ``ctx`` (``reuse``: an open plan's units, taken
-        again, with the ``references`` it read); ``validate_only`` checks the config and returns
-        ``None``."""
+        again, with the ``references`` it read)."""
 
     @abstractmethod
     def run(
@@ -242,7 +244,7 @@ AnyDag = Dag[Any, Any]
 """Any kind of DAG, as the JobManager and the MetadataManager hold them."""
 
 DAG_CLASSES: dict[str, str] = {
-    "records": "engine.runtime.jobdag:JobDag",
+    "records": "engine.runtime.records:RecordsDag",
     "copy": "engine.runtime.copydag:CopyDag",
 }
 """A DAG spec's ``kind`` -> its class, as ``module:Class`` (imported when first used)."""

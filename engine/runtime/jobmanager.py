@@ -147,7 +147,7 @@ class JobManager:
         """Check every DAG as :meth:`plan` does, without listing inputs or running any Spark job:
         an input an upstream DAG writes need not exist yet."""
         for dag in self._dags(spec, run_id):
-            dag.plan(self.spark, validate_only=True, inputs_may_not_exist=made_upstream(spec, dag.spec))
+            dag.validate(self.spark, inputs_may_not_exist=made_upstream(spec, dag.spec))
 
     def plan(self, spec: JobSpec, run_id: str) -> PlannedJob:
         """Recover, plan and check every DAG; a config mistake raises before any write."""
@@ -169,7 +169,7 @@ class JobManager:
                 log.error("dag %s: %s", dag.name, stuck.message)
                 planned.append(PlannedDag(dag, blocked=stuck))
             elif dag.spec.after:
-                dag.plan(self.spark, validate_only=True, inputs_may_not_exist=made_upstream(spec, dag.spec))
+                dag.validate(self.spark, inputs_may_not_exist=made_upstream(spec, dag.spec))
                 planned.append(PlannedDag(dag))
             else:
                 planned.append(self._plan_one(manager, dag))
@@ -179,7 +179,6 @@ class JobManager:
     def _plan_one(self, manager: MetadataManager, dag: AnyDag) -> PlannedDag:
         number, reuse = manager.batch(dag)
         plan = dag.plan(self.spark, manager.context(dag), reuse=reuse, references=manager.references(dag))
-        assert plan is not None
         manager.planned_units(plan.units)
         return PlannedDag(dag, plan, BatchRef(manager.job, dag.name, number), reused=reuse is not None)
 

@@ -259,10 +259,10 @@ class DagSpec:
     unwritten: tuple[PluginSpec, ...] = ()
     """Sinks it no longer writes that an unfinished batch of it may still publish to (a replay
     leaves out the ``from = error`` sinks, but finishes a live batch that wrote them): their logins
-    still reach the commit steps (:meth:`JobDag.locations <engine.runtime.jobdag.JobDag.locations>`)."""
+    still reach the commit steps (:meth:`RecordsDag.locations <engine.runtime.records.RecordsDag.locations>`)."""
     warehouse: str = ""
     """The job's warehouse: where the DAG keeps what it reads besides its sinks' staging (the new
-    bytes of files appended to, :func:`engine.runtime.jobdag.scratch_of`)."""
+    bytes of files appended to, :func:`engine.runtime.records.scratch_of`)."""
 
     @property
     def pool_name(self) -> str:

@@ -13,7 +13,7 @@ from engine.runtime.copydag import CopyDag
 from engine.runtime.copyplan import CopyPlan
 from engine.runtime.copypublish import CopyResult
 from engine.runtime.dag import DAG_CLASSES, Dag, DagResult, dag_for
-from engine.runtime.jobdag import JobDag, RecordsResult
+from engine.runtime.records import RecordsDag, RecordsResult
 from engine.sources.workunits import WorkUnit
 from engine.state.status import Status
 from engine.state.store import LIVE
@@ -33,7 +33,7 @@ def _dag(raw: dict[str, Any], tmp_path: Path) -> Any:
 @pytest.mark.parametrize(
     ("raw", "cls"),
     [
-        pytest.param(RECORDS, JobDag, id="records"),
+        pytest.param(RECORDS, RecordsDag, id="records"),
         pytest.param({"copy": {"source": "a", "target": "b"}}, CopyDag, id="copy"),
     ],
 )

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from engine.converters.frame import DATASET
-from engine.runtime.jobdag import JobDag, union_groups
+from engine.runtime.records import RecordsDag, union_groups
+from engine.runtime.records.reading import group_frame
 from engine.sources.workunits import MultiWorkUnit, Size, WorkUnit, pack
 from engine.state.delta_store import DeltaMetadataStore
 from engine.state.store import InMemoryMetadataStore
@@ -68,7 +69,7 @@ def test_every_mix_of_group_sizes_unions_into_one_frame(spark: Any, lake: Path) 
     group's frame depends on its size only (one dataset or several), so one frame per size is
     built and each combination unions the frames of its sizes."""
     root = landing(lake.parent / "land", max(DATASETS))
-    dag = JobDag(compile_dict(job(root), lake).dags[0], job="t", run_id="r")  # type: ignore[arg-type]
+    dag = RecordsDag(compile_dict(job(root), lake).dags[0], job="t", run_id="r")  # type: ignore[arg-type]
     plan = dag.plan(spark, _context(max(DATASETS)))
     assert plan is not None
     units = sorted((u for u in plan.units if not u.empty), key=lambda u: u.dataset)
@@ -77,7 +78,7 @@ def test_every_mix_of_group_sizes_unions_into_one_frame(spark: Any, lake: Path) 
     def frame_of(group: MultiWorkUnit) -> Any:
         size = len(group.units)
         if size not in frames:
-            frames[size] = dag._group_frame(spark, plan, MultiWorkUnit(units[:size]))
+            frames[size] = group_frame(dag.parts, spark, plan, MultiWorkUnit(units[:size]))
         return frames[size]
 
     mixes = set()
@@ -123,7 +124,7 @@ def test_a_run_publishes_every_dataset_whatever_the_groups(
 ) -> None:
     root = landing(lake.parent / "land", datasets)
     store = InMemoryMetadataStore()
-    with caplog.at_level("WARNING", logger="engine.runtime.jobdag"):
+    with caplog.at_level("WARNING", logger="engine.runtime.records"):
         first = run_with(spark, job(root, groups=groups, policy=policy), lake, store, run=1)
     # a group of several datasets is counted in its one pass, not failed and retried one by one
     assert not [r.message for r in caplog.records if "retrying them one by one" in r.message]

@@ -16,7 +16,7 @@ import pytest
 from engine.commit.batch import BatchRef
 from engine.commit.steps import CommitStep, StepContext
 from engine.errors import ConfigError
-from engine.runtime.jobdag import JobDag
+from engine.runtime.records import RecordsDag
 from engine.sinks import SINKS
 from engine.sinks.base import Sink
 from engine.state.store import InMemoryMetadataStore
@@ -75,7 +75,7 @@ class SinkContract:
     def test_planning_checks_the_branch_and_writes_nothing(self) -> None:
         self.write_input("a.json", IDS)
         (spec,) = compile_dict(self.job(), self.lake).dags
-        JobDag(spec, job="t", run_id="r1").plan(self.spark, validate_only=True)  # type: ignore[arg-type]
+        RecordsDag(spec, job="t", run_id="r1").validate(self.spark)  # type: ignore[arg-type]
         assert self.read_back() == []
         assert list(self.lake.iterdir()) == []
 

@@ -105,7 +105,7 @@ DATASET_OUTCOMES = ("COMMITTED", "EMPTY", "FAILED", "ROLLED_BACK")
 
 
 def former_records_dag(statuses: list[str], cancelled: bool) -> str:
-    """``JobDag._result`` before (and ``cancelled`` setting CANCELLED over it)."""
+    """``RecordsDag``'s ``result_of`` before (and ``cancelled`` setting CANCELLED over it)."""
     if cancelled:
         return "CANCELLED"
     if "FAILED" not in statuses:
