@@ -57,7 +57,7 @@ def _failed(request: Request, exc: Exception) -> JSONResponse:
 def _malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
     """The first thing FastAPI found malformed, as a 422 naming its key."""
     first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
-    loc = [p for p in first.get("loc", ())]
+    loc = list(first.get("loc", ()))
     origin = str(loc[0]) if loc and loc[0] in PARTS else ""
     where = _key_path(loc[1:] if origin else loc)
     message = str(first.get("msg", "invalid request"))
