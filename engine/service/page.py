@@ -12,17 +12,14 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from html import escape
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from starlette.concurrency import run_in_threadpool
+from fastapi import Request
 
-from engine.flow.limits import MAX_GROUP, MAX_NAME
 from engine.flow.model import NAME
 
 if TYPE_CHECKING:
-    from engine.service.app import Service
+    from engine.service.service import Service
     from engine.service.users import User
 
 COOKIE = "engine_token"
@@ -39,60 +36,17 @@ th, td { border-bottom: 1px solid #ddd; padding: .3em .8em; text-align: left; }
 """
 
 
-def install_pages(app: FastAPI, service: Service) -> None:
-    @app.get("/login", response_class=HTMLResponse)
-    def login_form(failed: str = "") -> str:
-        said = '<p class="status FAILED" id="refused">That token is not valid.</p>' if failed else ""
-        form = (
-            f'<form method="post" action="/login">{said}<label>Token <input type="password" name="token" id="token" '
-            'size="60" autofocus></label> <button type="submit" id="login">Sign in</button></form>'
-        )
-        return _page("Sign in", form, refresh=False)
-
-    @app.post("/login")
-    async def login(request: Request) -> Response:
-        token = (parse_qs((await request.body()).decode(errors="replace")).get("token") or [""])[0].strip()
-        if not token or await run_in_threadpool(service.users.authenticate, token) is None:
-            return RedirectResponse("/login?failed=1", status_code=303)
-        answer = RedirectResponse("/", status_code=303)
-        answer.set_cookie(COOKIE, token, httponly=True, samesite="strict")
-        return answer
-
-    @app.get("/logout")
-    def logout() -> Response:
-        answer = RedirectResponse("/login", status_code=303)
-        answer.delete_cookie(COOKIE)
-        return answer
-
-    @app.get("/", response_class=HTMLResponse)
-    def overview(request: Request) -> Response:
-        user = _signed_in(request, service)
-        if user is None:
-            return RedirectResponse("/login", status_code=303)
-        return HTMLResponse(_page("Flows", _overview(service, user)))
-
-    @app.get("/flows/{group}/{name}", response_class=HTMLResponse)
-    def flow_page(request: Request, group: str, name: str) -> Response:
-        user = _signed_in(request, service)
-        if user is None:
-            return RedirectResponse("/login", status_code=303)
-        flow = service.flows.get(group, name) if _named(group, MAX_GROUP) and _named(name, MAX_NAME) else None
-        if flow is None:
-            return HTMLResponse(_page("Not found", f"<p>No flow {escape(group)}/{escape(name)}.</p>"), status_code=404)
-        return HTMLResponse(_page(f"{group}/{name}", _flow(service, flow.describe())))
-
-
-def _named(text: str, most: int) -> bool:
+def named(text: str, most: int) -> bool:
     """A flow's group or name as the API takes it (never a file name too long to look up)."""
     return len(text) <= most and NAME.fullmatch(text) is not None
 
 
-def _signed_in(request: Request, service: Service) -> User | None:
+def signed_in(request: Request, service: Service) -> User | None:
     token = request.cookies.get(COOKIE)
     return service.users.authenticate(token) if token else None
 
 
-def _overview(service: Service, user: User) -> str:
+def overview(service: Service, user: User) -> str:
     parts = [f'<p>Signed in as <b id="user">{escape(user.name)}</b> · <a href="/logout">sign out</a></p>']
     flows = service.flows.listed()
     groups = sorted({f.group for f in flows})
@@ -113,7 +67,7 @@ def _overview(service: Service, user: User) -> str:
     return "".join(parts)
 
 
-def _flow(service: Service, flow: dict[str, Any]) -> str:
+def flow_html(service: Service, flow: dict[str, Any]) -> str:
     group, name = flow["flowGroup"], flow["flowName"]
     facts = [
         ("Source", flow.get("source") or "-"),
@@ -170,7 +124,7 @@ def _duration(status: dict[str, Any]) -> str:
     return f"{(end - start) / 1000:.1f} s" if start and end else "-"
 
 
-def _page(title: str, body: str, *, refresh: bool = True) -> str:
+def page(title: str, body: str, *, refresh: bool = True) -> str:
     meta = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
     return (
         f'<!doctype html><html><head><meta charset="utf-8">{meta}<title>{escape(title)} · engine flows</title>'
