@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cli.lineage import PARENT_ENV
 from engine.cli.modes import HANDLERS, Run, _run, _validate, absolute, session
-from engine.config.app import SOURCE_TREE
+from engine.config.paths import SOURCE_TREE
 from engine.errors import ConfigError, EngineError
 from engine.flow import FlowPlan, Hop, compile_flow
 from engine.state.rows import utcnow
