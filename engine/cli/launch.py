@@ -54,6 +54,8 @@ __all__ = ["main", "split_args"]
 
 PACKAGE = Path(engine.__file__).resolve().parent
 SOURCE_TREE = PACKAGE.parent
+REPO_MAIN = SOURCE_TREE / "main.py"
+"""The driver a source tree submits (``spark-submit.sh``'s, as before the launchers were one)."""
 WITH_VALUE = (
     *("--conf", "--deploy-mode", "--name", "--files", "--archives", "--properties-file", "--queue"),
     *("--executor-memory", "--executor-cores", "--num-executors", "--total-executor-cores", "--driver-cores"),
@@ -113,7 +115,7 @@ def app_script(cache: Path) -> Path:
     env = os.environ.get("ENGINE_APP")
     if env:
         return Path(env)
-    return SOURCE_TREE / "main.py" if in_source_tree() and (SOURCE_TREE / "main.py").is_file() else driver_script(cache)
+    return REPO_MAIN if in_source_tree() and REPO_MAIN.is_file() else driver_script(cache)
 
 
 def engine_jars(cache: Path) -> list[str]:
