@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up used by spark-submit.sh and scripts/test.sh: a virtualenv with the pinned Python
-# packages (.venv/), the JVM packages (.cache/jars/) and a class-data-sharing archive of the driver
-# JVM (.cache/cds/). Each part is redone only when its input changes (a stamp holds the input's
-# hash), so a second call costs ~0.1 s and needs no network.
+# packages (.venv/) and the JVM packages (.cache/jars/). Each part is redone only when its input
+# changes (a stamp holds the input's hash), so a second call costs ~0.1 s and needs no network. It runs
+# no job: the driver JVM's class archive (.cache/cds/) is written by the first run as it exits
+# (engine/cli/launch.py, ClassArchive).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -51,54 +52,6 @@ ensure_jars() {
   echo "$want" > "$cache/jars/.stamp"
 }
 
-# The classes a run loads (Spark, Delta, the JDK's), parsed and verified once into an archive the
-# driver JVM maps at start (JDK dynamic CDS): every later start skips that work (bench/fixed_cost.py
-# measures it). Trained by running the demo job once; keyed by the Java runtime and the jars, and
-# ignored by the JVM itself if they no longer match. ENGINE_CDS=off: no archive. Optional: nothing
-# here fails a run (no Java, a read-only cache, a failed training: runs start without it).
-ensure_cds() {
-  [ "${ENGINE_CDS:-on}" = off ] && return 0
-  [ -n "${ENGINE_CDS_TRAIN:-}" ] && return 0  # this is the training run
-  local java="${JAVA_HOME:+$JAVA_HOME/bin/java}"; java="${java:-$(command -v java || true)}"
-  [ -n "$java" ] && [ -x "$java" ] || return 0  # spark-submit says what is wrong with Java
-  java="$(readlink -f "$java")"
-  local want; want="$(printf '%s %s\n' "$(stat -c '%s %Y' "$java" "$(dirname "$java")/../lib/server/libjvm.so" 2>/dev/null || true)" \
-    "$(cat "$cache/jars/.stamp" "$venv/.stamp")" | sha256sum | cut -c1-16)"
-  local dir="$cache/cds" archive="$cache/cds/$want.jsa"
-  if [ ! -f "$archive" ] && [ ! -f "$archive.failed" ]; then
-    mkdir -p "$dir" && exec 9>"$dir/.lock" || return 0
-    flock -n 9 || return 0  # another set-up is training: run without the archive meanwhile
-    [ -f "$archive" ] || [ -f "$archive.failed" ] || train_cds "$archive"
-    exec 9>&-
-  fi
-  # Point engine.jsa at it unless it already does (a link made under this process's own name,
-  # then renamed over: launches running at once never see a missing link).
-  if [ -f "$archive" ] && [ "$(readlink "$dir/engine.jsa" 2>/dev/null || true)" != "$want.jsa" ]; then
-    ln -sfn "$want.jsa" "$dir/engine.jsa.$$" && mv -fT "$dir/engine.jsa.$$" "$dir/engine.jsa" || rm -f "$dir/engine.jsa.$$"
-  fi
-  return 0
-}
-
-train_cds() {
-  local archive="$1" work code=0; work="$(mktemp -d)"
-  log "training the driver JVM's class archive on the demo job (once, about a minute)"
-  # The demo from this tree, locally, whatever the caller's environment points the engine at; its
-  # Spark log file in the scratch folder too (by default a run keeps it in the user's home).
-  env $(compgen -e | grep '^ENGINE_' | sed 's/^/-u /') ENGINE_CDS_TRAIN="$archive.tmp" ENGINE_LOG_DIR="$work/logs" \
-    bash "$root/spark-submit.sh" job=demo/orders "warehouse=$work/lake" progress=off >"$cache/cds/train.log" 2>&1 || code=$?
-  rm -rf "$work"
-  if [ "$code" -eq 0 ] && [ -s "$archive.tmp" ]; then
-    mv "$archive.tmp" "$archive"
-    find "$cache/cds" -name '*.jsa' ! -name "$(basename "$archive")" -type f -delete  # earlier runtimes' or jars'
-  elif [ "$code" -ge 128 ]; then  # interrupted: train again next time
-    rm -f "$archive.tmp"; exit "$code"
-  else
-    log "no class archive (runs start slower); see .cache/cds/train.log"
-    rm -f "$archive.tmp"; touch "$archive.failed"
-  fi
-}
-
 mkdir -p "$cache"
 ensure_venv
 ensure_jars
-ensure_cds

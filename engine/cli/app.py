@@ -181,13 +181,19 @@ def _execute(app: AppConfig, run_id: str, stop: Stop, secrets: Secrets) -> dict[
     """The run's mode, by its handler (:data:`engine.cli.modes.HANDLERS`); a flow's hops are
     readied as the job of a run is (named connections filled in, secrets decrypted)."""
     from engine.cli.modes import execute
+    from engine.spec.app import app_conf
 
     def prepare(job: dict[str, Any]) -> dict[str, Any]:
         ready = secrets.reveal(with_connections({"job": job}, secrets=secrets))["job"]
         assert isinstance(ready, dict)
         return ready
 
-    return execute(app, run_id, stop, secrets.mask, prepare)
+    conf = app_conf(app.data)
+    if conf.flow is not None:
+        from engine.cli.flows import execute_flow
+
+        return execute_flow(app, conf, run_id, stop, secrets.mask, prepare)
+    return execute(app, conf, run_id, stop, secrets.mask)
 
 
 def _report(exc: BaseException, debug: bool, secrets: Secrets) -> None:

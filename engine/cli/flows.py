@@ -23,17 +23,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.lineage import PARENT_ENV
-from engine.cli.modes import HANDLERS, Run, _run, _validate, absolute, session
-from engine.config.app import SOURCE_TREE
+from engine.cli.modes import HANDLERS, Run, absolute, run_job, session, validate_job
+from engine.config.paths import SOURCE_TREE
 from engine.errors import ConfigError, EngineError
 from engine.flow import FlowPlan, Hop, compile_flow
+from engine.runtime.lineage import PARENT_ENV
 from engine.state.rows import utcnow
 from engine.state.status import Status
 
 if TYPE_CHECKING:
-    from engine.cli.lineage import FlowLineage
     from engine.config import AppConfig
+    from engine.runtime.lineage import FlowLineage
     from engine.runtime.stop import Stop
     from engine.spec.app import AppConf
     from engine.state.delta_store import DeltaMetadataStore
@@ -90,7 +90,7 @@ def execute_flow(
     leases = (plan.job_name, *(plan.hop_lease(h) for h in here))  # a hop run by hand waits for these
     run = Run(conf, plan.job_spec(here), spark, run_id, stop, warehouse, mask, lease_names=leases)
     if conf.mode == "validate":
-        summary = _validate(run)
+        summary = validate_job(run)
         elsewhere = [h.name for h in plan.hops if h.name not in here]
         return {**summary, "hops": [h.name for h in plan.hops], "compiled_only": elsewhere}
     if conf.mode == "status":
@@ -267,7 +267,7 @@ class FlowExecution:
         started = utcnow()
         log.info("flow %s: hops %s run here (run %s)", self.plan.job_name, ", ".join(h.name for h in hops), run_id)
         try:
-            summary = _run(replace(self.run, spec=spec, run_id=run_id))
+            summary = run_job(replace(self.run, spec=spec, run_id=run_id))
         except ConfigError:
             raise
         except EngineError as exc:
@@ -419,7 +419,7 @@ def _flow_lineage(run: Run, job: str) -> FlowLineage | None:
     """The flow's own OpenLineage events, if ``lineage`` names a destination."""
     if not run.conf.lineage.enabled:
         return None
-    from engine.cli.lineage import FlowLineage, Parent, Sender
+    from engine.runtime.lineage import FlowLineage, Parent, Sender
 
     return FlowLineage(Sender(run.conf.lineage), job, run.run_id, Parent.from_env(), run.mask)
 

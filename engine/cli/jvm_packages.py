@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from engine.config.app import packaged_file
+from engine.config.paths import packaged_file
 
 __all__ = ["CENTRAL", "ResolutionFailed", "forget_all", "forget_foreign", "resolve"]
 

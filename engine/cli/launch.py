@@ -1,8 +1,10 @@
-"""The ``engine`` command of an installed engine: ``spark-submit.sh`` for a pip-installed package.
+"""The launcher: the ``engine`` command of an installed engine, and what ``spark-submit.sh`` hands
+over to in a source tree once it is set up (one implementation of both).
 
-``engine job=<path> [key=value ...]`` runs the job under pyspark's own ``spark-submit`` as the
-wrapper does: recognised spark-submit options (``--master``, ``--conf k=v``, ``--jars``, ...) go to
-spark-submit, the rest to Hydra. What the wrapper takes from the source tree comes from elsewhere:
+``engine job=<path> [key=value ...]`` runs the job under pyspark's own ``spark-submit``:
+recognised spark-submit options (``--master``, ``--conf k=v``, ``--jars``, ...) go to spark-submit,
+the rest to Hydra. What it needs comes from the source tree's ``.cache`` when it runs from one
+(:func:`in_source_tree`), else from elsewhere:
 
 - the JVM jars: ``$ENGINE_JARS`` (jars or directories of jars, comma-separated; the class-path ones,
   the S3 connector, ``$ENGINE_CLASS_PATH``), else the source tree's ``.cache/jars`` and
@@ -45,14 +47,15 @@ from typing import Any, NoReturn
 import engine
 from engine.cli.jvm_packages import ResolutionFailed, resolve
 from engine.cli.jvm_watch import JVM_PID_ENV
-from engine.config.app import conf_dir, packaged_file
-from engine.config.jobs_source import jobs_root
+from engine.config.paths import conf_dir, jobs_root, packaged_file
 from engine.config.secrets import key_command
 
 __all__ = ["main", "split_args"]
 
 PACKAGE = Path(engine.__file__).resolve().parent
 SOURCE_TREE = PACKAGE.parent
+REPO_MAIN = SOURCE_TREE / "main.py"
+"""The driver a source tree submits (``spark-submit.sh``'s, as before the launchers were one)."""
 WITH_VALUE = (
     *("--conf", "--deploy-mode", "--name", "--files", "--archives", "--properties-file", "--queue"),
     *("--executor-memory", "--executor-cores", "--num-executors", "--total-executor-cores", "--driver-cores"),
@@ -86,10 +89,33 @@ def split_args(argv: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
 
 
 def cache_dir() -> Path:
+    """Where the launcher keeps the engine's zip, the driver script and the class archive:
+    ``$ENGINE_CACHE``, else the source tree's ``.cache`` once ``scripts/bootstrap.sh`` set it up
+    (``spark-submit.sh``: nothing of the user's home is used), else the user cache."""
     env = os.environ.get("ENGINE_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "engine"
+    if env:
+        base = Path(env)
+    elif in_source_tree():
+        base = SOURCE_TREE / ".cache"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "engine"
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+def in_source_tree() -> bool:
+    """Whether the engine runs from a source tree ``scripts/bootstrap.sh`` set up (its jars resolved)."""
+    return (SOURCE_TREE / ".cache" / "jars" / ".stamp").exists()
+
+
+def app_script(cache: Path) -> Path:
+    """What spark-submit runs: ``$ENGINE_APP`` (another Python file submitted the same way: the
+    benches' empty and hand-written apps), else the source tree's ``main.py``, else a two-line
+    driver script in the cache."""
+    env = os.environ.get("ENGINE_APP")
+    if env:
+        return Path(env)
+    return REPO_MAIN if in_source_tree() and REPO_MAIN.is_file() else driver_script(cache)
 
 
 def engine_jars(cache: Path) -> list[str]:
@@ -118,7 +144,7 @@ def _jars(variable: str, tree_dir: str, cache: Path, resolved_dir: Callable[[Pat
             path = Path(item)
             found += sorted(str(j) for j in path.glob("*.jar")) if path.is_dir() else [str(path)]
         return found
-    if (SOURCE_TREE / ".cache" / "jars" / ".stamp").exists():
+    if in_source_tree():
         return sorted(str(j) for j in (SOURCE_TREE / ".cache" / tree_dir).glob("*.jar"))
     return sorted(str(j) for j in resolved_dir(_resolved(cache)).glob("*.jar"))
 
@@ -187,13 +213,30 @@ def engine_zip(cache: Path) -> Path:
         stat = path.stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     target = cache / f"engine-{engine.__version__}-{digest.hexdigest()[:12]}.zip"
-    if not target.exists():
+    if target.exists():
+        with contextlib.suppress(OSError):  # in use: not pruned (a read-only cache still serves it)
+            os.utime(target)
+    else:
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             for path in modules:
                 z.write(path, Path("engine") / path.relative_to(PACKAGE))
         tmp.replace(target)
+        _prune_zips(cache, target)
     return target
+
+
+ZIP_KEPT_SECONDS = 3600.0
+"""How long a zip of the engine's earlier modules stays: a run started on it may still be shipping it."""
+
+
+def _prune_zips(cache: Path, current: Path) -> None:
+    """Zips of earlier modules (each edit of a source tree makes one) unused for :data:`ZIP_KEPT_SECONDS`, removed."""
+    now = time.time()
+    for old in cache.glob("engine-*.zip"):
+        with contextlib.suppress(OSError):
+            if old != current and now - old.stat().st_mtime > ZIP_KEPT_SECONDS:
+                old.unlink()
 
 
 def driver_script(cache: Path) -> Path:
@@ -221,9 +264,9 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class ClassArchive:
-    """The driver JVM's class archive (JDK dynamic CDS) in ``<cache>/cds/``, as ``spark-submit.sh``
-    uses the one ``scripts/bootstrap.sh`` trains: the classes a run loads (Spark's, Delta's, the
-    JDK's), parsed and verified once, which later starts map instead of loading them again.
+    """The driver JVM's class archive (JDK dynamic CDS) in ``<cache>/cds/``: the classes a run
+    loads (Spark's, Delta's, the JDK's), parsed and verified once, which later starts map instead
+    of loading them again.
 
     Keyed by the Java runtime, Spark's version and the jars on the class path; a JVM for which it
     does not fit ignores it. Without one, this run trains it: the JVM writes it as it exits (~13 s
@@ -264,8 +307,8 @@ class ClassArchive:
         self.training = folder / f"{key}.jsa.{os.getpid()}.tmp"
         said = "writing the driver's class archive as this run ends (once, ~15 s): later runs start faster"
         print(f"[engine] {said} (ENGINE_CDS=off: no archive)", file=sys.stderr, flush=True)
-        # The JVM's warnings (the classes it cannot archive) to stderr: stdout is the run's summary.
-        self.options = [f"-XX:ArchiveClassesAtExit={self.training}", "-Xlog:disable", "-Xlog:all=warning:stderr"]
+        # Not the JVM's warnings about each class it cannot archive: hundreds of lines a run need not show.
+        self.options = [f"-XX:ArchiveClassesAtExit={self.training}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
     def _use(self) -> bool:
         """Start on the archive if there is one (marked as used: the least recently used go)."""
@@ -363,7 +406,7 @@ def command(argv: list[str], cache: Path, *, archive: ClassArchive | None = None
         "--conf",
         "spark.ui.showConsoleProgress=false",
         *spark,
-        str(driver_script(cache)),
+        str(app_script(cache)),
         *hydra,
     ]
 
@@ -513,7 +556,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     # path), where no data file is: it gets the installed package's conf/ and this jobs/ by name.
     env.setdefault("ENGINE_CONF_DIR", str(conf_dir()))
     env.setdefault("ENGINE_JOBS_DIR", str(jobs_root()))
-    script = str(driver_script(cache))
+    script = str(app_script(cache))
     # The JVM is the shell that execs spark-submit (which execs the JVM): its pid is known before the
     # driver starts, and the driver watches it (engine/cli/jvm_watch.py).
     child = subprocess.Popen(
@@ -528,3 +571,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     archive.finish(code)
     relay.join(timeout=1.0)
     sys.exit(relay.exit_status(code))
+
+
+if __name__ == "__main__":  # spark-submit.sh hands over here
+    main()

@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cli.progress import shown
 from engine.errors import UnreachableError
-from engine.spec.app import AppConf, app_conf
+from engine.spec.app import AppConf
 from engine.state.status import Status
 from engine.storage.paths import StoragePath
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from engine.cli.lineage import DagLineage, Parent
     from engine.commit.lease import Lease, Leases
     from engine.config import AppConfig
+    from engine.runtime.lineage import DagLineage, Parent
     from engine.runtime.stop import Stop
     from engine.spec import JobSpec
     from engine.state.delta_store import DeltaMetadataStore
 
-__all__ = ["HANDLERS", "Run", "execute"]
+__all__ = ["HANDLERS", "Run", "execute", "run_job", "session", "validate_job"]
 
 log = logging.getLogger("engine")
 
@@ -123,22 +123,9 @@ class Run:
         return {d.name: d.publish.max_attempts for d in self.spec.dags}
 
 
-def execute(
-    app: AppConfig,
-    run_id: str,
-    stop: Stop,
-    mask: Callable[[str], str] = lambda text: text,
-    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Validate the application config, compile the job, start Spark and run the mode's handler;
-    ``mask`` hides the run's decrypted secrets in the messages it stores. A flow's run goes to
-    :func:`engine.cli.flows.execute_flow`; ``prepare`` readies each of its hops' jobs (named
-    connections, secrets) as the command line readied a job's."""
-    conf = app_conf(app.data)
-    if conf.flow is not None:
-        from engine.cli.flows import execute_flow
-
-        return execute_flow(app, conf, run_id, stop, mask, prepare)
+def execute(app: AppConfig, conf: AppConf, run_id: str, stop: Stop, mask: Callable[[str], str]) -> dict[str, Any]:
+    """Compile the job, start Spark and run the mode's handler; ``mask`` hides the run's decrypted
+    secrets in the messages it stores. (A flow's run goes to :func:`engine.cli.flows.execute_flow`.)"""
     run = replace(_start(app, conf, run_id, stop), mask=mask)
     log.info("job %s compiled: %d dag(s); run %s", run.spec.name, len(run.spec.dags), run_id)
     return HANDLERS[conf.mode](run)
@@ -179,7 +166,7 @@ VALIDATE_UNREACHABLE = (
 """What ``mode=validate`` adds to an :class:`~engine.errors.UnreachableError`'s message."""
 
 
-def _validate(run: Run) -> dict[str, Any]:
+def validate_job(run: Run) -> dict[str, Any]:
     from engine.runtime import JobManager
 
     try:
@@ -190,7 +177,7 @@ def _validate(run: Run) -> dict[str, Any]:
     return {"run_id": run.run_id, "job": run.spec.name, "status": Status.VALID, "dags": [d.name for d in run.spec.dags]}
 
 
-def _run(run: Run) -> dict[str, Any]:
+def run_job(run: Run) -> dict[str, Any]:
     from engine.runtime import JobManager
     from engine.runtime.progress import Board
     from engine.runtime.reach import check_executors_see
@@ -229,7 +216,7 @@ def _lineage(run: Run) -> DagLineage | None:
     """The OpenLineage events of the run's DAGs, if ``lineage`` names a destination."""
     if not run.conf.lineage.enabled:
         return None
-    from engine.cli.lineage import DagLineage, Parent, Sender
+    from engine.runtime.lineage import DagLineage, Parent, Sender
 
     parent = run.lineage_parent or Parent.from_env()
     return DagLineage(Sender(run.conf.lineage), run.spec, run.run_id, parent, run.mask)
@@ -318,12 +305,12 @@ def _replay(run: Run) -> dict[str, Any]:
     if run.conf.replay.dry_run:
         run.open_state()  # as every mode but validate: the lease refuses a warehouse it cannot lock
         return dry_run(replaying, replaying.spec)
-    return {**_run(replaying), "mode": "replay"}
+    return {**run_job(replaying), "mode": "replay"}
 
 
 HANDLERS: dict[str, Callable[[Run], dict[str, Any]]] = {
-    "run": _run,
-    "validate": _validate,
+    "run": run_job,
+    "validate": validate_job,
     "status": _status,
     "checkpoint": _checkpoint,
     "commit": _commit,

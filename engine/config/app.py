@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import hydra
@@ -27,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from engine.config.defaults import DocumentedDefaults, strip
 from engine.config.jobs_source import JobsConfigSource, locate_flow, locate_job
+from engine.config.paths import conf_dir
 from engine.config.redact import redact
 from engine.config.refusals import check_folders, refusal
 from engine.errors import EXIT_CONFIG, ConfigError
@@ -45,22 +45,6 @@ class AppConfig:
     flow_choice: str | None = None
     """``flow=<group>/<name>``: the run is a flow's (its file in :attr:`flow_file`), not a job's."""
     flow_file: str | None = None
-
-
-SOURCE_TREE = Path(__file__).resolve().parents[2]
-PACKAGED = Path(__file__).resolve().parents[1] / "_data"
-"""Where an installed engine keeps the source tree's ``conf/`` and ``jvm-packages.txt`` (setup.py)."""
-
-
-def packaged_file(name: str) -> Path:
-    """``name`` from the installed package's data, else from the source tree the engine runs from."""
-    packaged = PACKAGED / name
-    return packaged if packaged.exists() else SOURCE_TREE / name
-
-
-def conf_dir() -> Path:
-    env = os.environ.get("ENGINE_CONF_DIR")
-    return Path(env).resolve() if env else packaged_file("conf")
 
 
 def say_refused(error: ConfigError) -> None:

@@ -43,8 +43,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.config.app import conf_dir
 from engine.config.hocon import load_hocon, load_yaml
+from engine.config.paths import conf_dir
 from engine.config.secrets import Secrets
 from engine.errors import ConfigError
 

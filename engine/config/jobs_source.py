@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from engine.config.defaults import DocumentedDefaults, fill
 from engine.config.hocon import load_hocon, load_yaml
+from engine.config.paths import jobs_root
 from engine.errors import ConfigError
 
 GROUP = "job"
@@ -27,16 +28,6 @@ FLOW_GROUP = "flow"
 FLOWS_DIR = "flows"
 """Flows live under ``jobs/flows/<group>/<name>``; templates under ``jobs/templates/<pack>/``."""
 SUFFIXES = (".conf", ".yaml", ".yml")
-
-
-def jobs_root() -> Path:
-    """``$ENGINE_JOBS_DIR``, else ``jobs/`` beside the engine package in its source tree, else (an
-    installed package) ``jobs/`` in the working directory."""
-    env = os.environ.get("ENGINE_JOBS_DIR")
-    if env:
-        return Path(env).resolve()
-    tree = Path(__file__).resolve().parents[2]
-    return tree / "jobs" if (tree / "conf" / "config.yaml").is_file() else Path.cwd() / "jobs"
 
 
 def locate_job(choice: str) -> Path | None:

@@ -21,7 +21,8 @@ from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
 from engine.config.defaults import FILLED
-from engine.config.jobs_source import FLOW_GROUP, FLOWS_DIR, FLOWS_DIR_ENV, GROUP, SUFFIXES, flows_root, jobs_root
+from engine.config.jobs_source import FLOW_GROUP, FLOWS_DIR, FLOWS_DIR_ENV, GROUP, SUFFIXES, flows_root
+from engine.config.paths import jobs_root
 from engine.config.redact import SECRET_KEY
 from engine.errors import ConfigError, closest, did_you_mean
 

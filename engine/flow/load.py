@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.config.app import conf_dir
-from engine.config.jobs_source import jobs_root
+from engine.config.paths import conf_dir, jobs_root
 from engine.errors import ConfigError
 from engine.flow.compiler import FlowCompiler, FlowPlan
 from engine.flow.limits import MAX_GROUP, MAX_NAME

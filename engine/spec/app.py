@@ -73,7 +73,7 @@ class MetricsConf(_Strict):
 
 
 class LineageConf(_Strict):
-    """Where a run's OpenLineage events go (:mod:`engine.cli.lineage`): an HTTP endpoint (Marquez,
+    """Where a run's OpenLineage events go (:mod:`engine.runtime.lineage`): an HTTP endpoint (Marquez,
     DataHub, OpenMetadata, Atlan...) and/or a file of JSON lines.
 
     .. code-block:: yaml

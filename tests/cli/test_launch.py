@@ -74,7 +74,11 @@ def test_the_command_has_the_given_jars_the_engine_zip_and_the_driver(
     assert "engine/cli/entry.py" in names and "engine/__init__.py" in names
     assert all(n.endswith(".py") for n in names)
     driver = Path(cmd[-2])
-    assert driver.read_text() == launch.DRIVER and cmd[-1] == "job=demo/orders"
+    assert driver == launch.REPO_MAIN if launch.in_source_tree() else driver.read_text() == launch.DRIVER
+    assert cmd[-1] == "job=demo/orders"
+    monkeypatch.setenv("ENGINE_APP", str(tmp_path / "app.py"))
+    assert launch.command(["job=x"], tmp_path)[-2] == str(tmp_path / "app.py"), "ENGINE_APP is submitted instead"
+    monkeypatch.delenv("ENGINE_APP")
     again = launch.command(["job=x"], tmp_path)
     assert again[again.index("--py-files") + 1] == str(zipped), "unchanged modules: the same zip, not rebuilt"
     assert len(list(tmp_path.glob("engine-*.zip"))) == 1

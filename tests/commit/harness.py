@@ -154,12 +154,14 @@ def driver(
 
 
 def _java_options() -> str:
-    """The driver JVM's start as ``spark-submit.sh`` makes it, with the class archive
-    ``scripts/bootstrap.sh`` trained (when there is one), and C1 only: a crash run is a short job
-    whose compiling C2 would not repay. Together they take a third off each driver's time."""
-    archive = REPO / ".cache" / "cds" / "engine.jsa"
+    """The driver JVM's start as ``spark-submit.sh`` makes it, with the class archive an earlier
+    run wrote (the most recent, when there is one: a JVM ignores one that does not fit it), and C1
+    only: a crash run is a short job whose compiling C2 would not repay. Together they take a third
+    off each driver's time."""
+    archives = sorted((REPO / ".cache" / "cds").glob("*.jsa"), key=lambda p: p.stat().st_mtime)
+    archive = archives[-1] if archives else None
     opts = ["-XX:TieredStopAtLevel=1"]
-    if archive.exists() and os.environ.get("ENGINE_CDS", "on") != "off":
+    if archive is not None and os.environ.get("ENGINE_CDS", "on") != "off":
         opts += [f"-XX:SharedArchiveFile={archive.resolve()}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
     return f"--driver-java-options '{' '.join(opts)}' "
 

@@ -101,8 +101,8 @@ def test_the_config_tree_leaves_hydra_mode_unset_as_the_spared_composition_assum
     from hydra._internal.utils import create_config_search_path
     from hydra.core.global_hydra import GlobalHydra
 
-    from engine.config.app import conf_dir
     from engine.config.jobs_source import JobsConfigSource
+    from engine.config.paths import conf_dir
 
     SourcesRegistry.instance().register(JobsConfigSource)
     hydra = Hydra.create_main_hydra2("t", create_config_search_path(str(conf_dir())))

@@ -16,8 +16,8 @@ from deltalake import DeltaTable
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
-from engine.cli.lineage import Parent, event_type, run_uuid
 from engine.plugins.lineage import DatasetName, of_jdbc, of_kafka, of_path
+from engine.runtime.lineage import Parent, event_type, run_uuid
 from tests.commit.harness import run_here
 from tests.helpers import Receiver, receiving
 
@@ -133,7 +133,7 @@ def test_a_name_never_holds_credentials_and_odd_urls_still_name_something() -> N
 
 
 def test_the_listener_never_raises_into_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from engine.cli.lineage import DagLineage, Sender
+    from engine.runtime.lineage import DagLineage, Sender
     from engine.runtime.progress import DagProgress
     from engine.spec import compile_job
     from engine.spec.app import LineageConf
