@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.cli.pyspark_path import prefer_compiled_pyspark
+from engine.platform.pyspark_path import prefer_compiled_pyspark
 
 if __name__ == "__main__":
     prefer_compiled_pyspark()  # as the engine's driver does

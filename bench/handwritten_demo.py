@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.cli.pyspark_path import prefer_compiled_pyspark
+from engine.platform.pyspark_path import prefer_compiled_pyspark
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUT = ROOT / "jobs" / "demo" / "data" / "orders.json"

@@ -8,8 +8,8 @@ from typing import NoReturn
 
 from engine.cli.app import main
 from engine.cli.jvm_watch import die_with_jvm
-from engine.cli.pyspark_path import prefer_compiled_pyspark
 from engine.cli.stderr import route_stderr
+from engine.platform.pyspark_path import prefer_compiled_pyspark
 
 __all__ = ["driver_main"]
 

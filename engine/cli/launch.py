@@ -36,19 +36,19 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import engine
 from engine.cli.jvm_packages import ResolutionFailed, resolve
 from engine.cli.jvm_watch import JVM_PID_ENV
+from engine.cli.stop_relay import StopRelay
 from engine.config.paths import conf_dir, jobs_root, packaged_file
 from engine.config.secrets import key_command
+from engine.platform.class_archive import ClassArchive
 
 __all__ = ["main", "split_args"]
 
@@ -263,89 +263,6 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class ClassArchive:
-    """The driver JVM's class archive (JDK dynamic CDS) in ``<cache>/cds/``: the classes a run
-    loads (Spark's, Delta's, the JDK's), parsed and verified once, which later starts map instead
-    of loading them again.
-
-    Keyed by the Java runtime, Spark's version and the jars on the class path; a JVM for which it
-    does not fit ignores it. Without one, this run trains it: the JVM writes it as it exits (~13 s
-    once, ~180 MB; later runs take ~1.4-2 s less: ``bench/engine_command.py``), one run at a time
-    (a lock; the others run without), kept only if the JVM exited by itself (:meth:`finish`).
-    ``ENGINE_CDS=off``: no archive. Nothing here fails a run."""
-
-    KEPT = 3
-    """Archives kept (the most recently used): for as many runtimes or class paths in use."""
-
-    def __init__(self, cache: Path, class_path: list[str], *, local_driver: bool = True) -> None:
-        self.options: list[str] = []
-        """The driver's JVM options for it."""
-        self.training: Path | None = None
-        self._lock: Any = None
-        self.archive: Path | None = None
-        off = os.environ.get("ENGINE_CDS", "on") == "off" or not local_driver  # a cluster's driver: not this JVM
-        if off or any(c.isspace() for c in str(cache)) or (key := _archive_key(class_path)) is None:
-            return  # spark-submit splits the driver's options at spaces
-        folder = cache / "cds"
-        self.archive = folder / f"{key}.jsa"
-        if self._use():
-            return
-        if (folder / f"{key}.failed").exists():
-            return  # this runtime wrote no archive when asked (no base archive?): do not ask every run
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            self._lock = open(folder / ".lock", "a")  # noqa: SIM115 (held until finish)
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # a read-only cache, or another run is training: run without
-            self._release()
-            return
-        if self._use():  # trained meanwhile
-            self._release()
-            return
-        for left in folder.glob("*.tmp"):  # of a training killed with its wrapper: none runs now
-            left.unlink(missing_ok=True)
-        self.training = folder / f"{key}.jsa.{os.getpid()}.tmp"
-        said = "writing the driver's class archive as this run ends (once, ~15 s): later runs start faster"
-        print(f"[engine] {said} (ENGINE_CDS=off: no archive)", file=sys.stderr, flush=True)
-        # Not the JVM's warnings about each class it cannot archive: hundreds of lines a run need not show.
-        self.options = [f"-XX:ArchiveClassesAtExit={self.training}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
-
-    def _use(self) -> bool:
-        """Start on the archive if there is one (marked as used: the least recently used go)."""
-        assert self.archive is not None
-        if not self.archive.is_file():
-            return False
-        with contextlib.suppress(OSError):  # a read-only cache still serves it
-            os.utime(self.archive)
-        self.options = [f"-XX:SharedArchiveFile={self.archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
-        return True
-
-    def finish(self, code: int) -> None:
-        """Keep what a training run wrote if its JVM exited by itself (``code`` >= 0, whatever the
-        job's outcome), as the archive, beside the :attr:`KEPT` - 1 most recently used others; if
-        it wrote none, say so for this key (``<key>.failed``), so later runs do not ask again."""
-        if self.training is None or self.archive is None:
-            return
-        try:
-            if code >= 0 and self.training.is_file() and self.training.stat().st_size > 0:
-                self.training.replace(self.archive)
-                archives = sorted(self.archive.parent.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
-                for other in archives[self.KEPT :]:
-                    other.unlink(missing_ok=True)
-            elif code >= 0:
-                self.archive.with_suffix(".failed").touch()
-            self.training.unlink(missing_ok=True)
-        except OSError:
-            pass
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
-
-
 def _deploy_mode(argv: list[str]) -> str:
     """``--deploy-mode``'s value among spark-submit's options (``client`` when not given)."""
     _, spark, _ = split_args(argv)
@@ -354,30 +271,6 @@ def _deploy_mode(argv: list[str]) -> str:
         if name == "--deploy-mode":
             return value if eq else (spark[i + 1] if i + 1 < len(spark) else "")
     return "client"
-
-
-def _archive_key(class_path: list[str]) -> str | None:
-    """What a class archive fits: the Java runtime ``spark-submit`` starts (as it finds it), Spark's
-    version and jars, and the class path's jars; ``None`` without Java."""
-    import pyspark
-
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not found or not os.access(found, os.X_OK):
-        return None
-    java = Path(found).resolve()
-    parts = [str(java), *(_stamp(p) for p in (java, java.parent.parent / "lib" / "server" / "libjvm.so"))]
-    spark_jars = Path(pyspark.__file__).resolve().parent / "jars"
-    parts += [pyspark.__version__, str(spark_jars), *(_stamp(Path(j)) for j in class_path)]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _stamp(path: Path) -> str:
-    try:
-        st = path.stat()
-    except OSError:
-        return f"{path}:-"
-    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def command(argv: list[str], cache: Path, *, archive: ClassArchive | None = None) -> list[str]:
@@ -409,133 +302,6 @@ def command(argv: list[str], cache: Path, *, archive: ClassArchive | None = None
         str(app_script(cache)),
         *hydra,
     ]
-
-
-def _drivers(jvm: int, script: str) -> list[int]:
-    """The Python driver: the JVM's child running the driver script. ``pgrep`` first, as
-    ``spark-submit.sh`` does (macOS has no ``/proc``), ``/proc`` where there is no ``pgrep``."""
-    found = _drivers_by_pgrep(jvm, script)
-    return _drivers_by_proc(jvm, script) if found is None else found
-
-
-def _drivers_by_pgrep(jvm: int, script: str) -> list[int] | None:
-    """``None`` when ``pgrep`` is missing or fails (exit 1 is "none found", not a failure)."""
-    try:
-        done = subprocess.run(["pgrep", "-P", str(jvm), "-f", _literal(script)], capture_output=True, text=True)
-    except OSError:
-        return None
-    return [int(pid) for pid in done.stdout.split()] if done.returncode in (0, 1) else None
-
-
-def _literal(text: str) -> str:
-    """``text`` as an extended regular expression (pgrep's pattern) matching only itself."""
-    return "".join(f"\\{c}" if c in ".[]()*+?{}|^$\\" else c for c in text)
-
-
-def _drivers_by_proc(jvm: int, script: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if parent == jvm and script in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(proc.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-STOP_GRACE_SECONDS = 10.0
-"""How long a stop is held for a driver that does not catch it yet before spark-submit is killed."""
-RELAY_POLL_SECONDS = 0.1
-
-
-class StopRelay:
-    """The stop signals this process gets, passed on to the Python driver once it catches them, as
-    ``spark-submit.sh`` passes them (:mod:`engine.cli.signals`). Until the driver has its handler
-    (spark-submit is starting, or the driver is, with the JVM's ignored SIGINT and SIGTERM) a stop
-    is held: nothing has been done yet, and the driver gets it the moment it can take it. Held past
-    ``grace`` seconds, spark-submit (which ignores both) is killed, and the driver with it
-    (:mod:`engine.cli.jvm_watch`); a spark-submit that ends meanwhile (its driver had finished)
-    keeps its own exit status. The relaying runs on a thread while the main thread waits."""
-
-    def __init__(self, child: subprocess.Popen[bytes], script: str, *, grace: float = STOP_GRACE_SECONDS) -> None:
-        self.child = child
-        self.script = script
-        self.grace = grace
-        self.killed_for: int | None = None
-        """The signal for which spark-submit was killed (its exit status then says SIGKILL)."""
-        self._pending: tuple[int, int] | None = None
-        self._asked = 0
-        self._lock = threading.RLock()  # (a second signal may run the handler inside the first)
-        self._thread: threading.Thread | None = None
-
-    def handle(self, signum: int, _frame: FrameType | None = None) -> None:
-        """The signal handler: note the stop and make sure a relaying thread runs."""
-        with self._lock:
-            self._asked += 1
-            self._pending = (signum, self._asked)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._relay, name="stop-relay", daemon=True)
-                self._thread.start()
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _relay(self) -> None:
-        since = time.monotonic()
-        while (pending := self._pending) is not None:
-            signum, _ = pending
-            drivers = _drivers(self.child.pid, self.script)
-            if drivers and all(_catches(pid, signum) for pid in drivers):
-                for pid in drivers:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signum)
-            elif _running(self.child.pid) and time.monotonic() - since >= self.grace:
-                self.killed_for = signum
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.child.pid, signal.SIGKILL)
-            elif _running(self.child.pid):
-                time.sleep(RELAY_POLL_SECONDS)
-                continue
-            with self._lock:  # done with this stop, unless another came meanwhile
-                if self._pending == pending:
-                    self._pending = None
-
-    def exit_status(self, code: int) -> int:
-        """spark-submit's ``code`` as this command's exit status: 128+N for signal N, the stop's
-        signal when spark-submit was killed for it (as the driver's own status would say)."""
-        if self.killed_for is not None and code == -signal.SIGKILL:
-            code = -self.killed_for
-        return 128 - code if code < 0 else code
-
-
-def _catches(pid: int, signum: int) -> bool:
-    """Whether process ``pid`` has a handler for ``signum`` (``/proc``'s ``SigCgt``). Without
-    ``/proc`` (macOS) it is taken to have one; a process that has just ended has none."""
-    if not Path("/proc/self/status").exists():
-        return True
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _ignore_stop_signals() -> None:

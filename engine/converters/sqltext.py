@@ -70,6 +70,16 @@ class Rewritten:
 
 def parsed(statement: str) -> exp.Query:
     """``statement`` as one query reading only ``input`` and its own ``WITH`` names."""
+    tree = _one_query(statement)
+    _check_reads(tree)
+    _check_shapes(tree)
+    _check_names(tree)
+    _check_losses(tree)
+    return tree
+
+
+def _one_query(statement: str) -> exp.Query:
+    """``statement`` parsed, refused unless it is one query."""
     try:
         trees = [t for t in sqlglot.parse(trimmed(statement), dialect="spark") if t is not None]
     except ParseError as exc:
@@ -79,12 +89,22 @@ def parsed(statement: str) -> exp.Query:
     tree = trees[0]
     if not isinstance(tree, exp.Query):
         raise Refused(f"is a {tree.key.upper()} statement, not a SELECT over `input`")
+    return tree
+
+
+def _check_reads(tree: exp.Query) -> None:
+    """Refuse a table other than ``input`` and the query's ``WITH`` names, and a table function."""
     named = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             raise Refused(f"reads the table function {table.this.sql('spark')}: a sql step reads only `input`")
         if table.args.get("db") or table.args.get("catalog") or table.name.lower() not in named | {INPUT}:
             raise Refused(f"reads `{table.sql('spark')}`: a sql step reads only `input` (and its WITH names)")
+
+
+def _check_shapes(tree: exp.Query) -> None:
+    """Refuse what the rewrite cannot follow column by column (set operations, pivots, natural
+    joins, named windows), and a sample (records it leaves out would be lost uncounted)."""
     for union in tree.find_all(exp.SetOperation):
         raise Refused(f"uses {union.key.upper()}: not supported in a sql step")
     for sample in tree.find_all(exp.TableSample):
@@ -97,18 +117,25 @@ def parsed(statement: str) -> exp.Query:
     for select in tree.find_all(exp.Select):
         if select.args.get("windows"):
             raise Refused("names a window (WINDOW w AS ...): write it in OVER (...)")
-    for alias in tree.find_all(exp.Alias, exp.TableAlias):
-        names = [alias.alias] + [c.name for c in alias.args.get("columns") or []]
-        for name in names:
-            if name.lower().startswith("__engine_"):
-                raise Refused(f"names a column `{name}`: names starting with __engine_ are the engine's")
+
+
+def _check_losses(tree: exp.Query) -> None:
+    """Refuse what would lose records uncounted (limits) or repeat them (generators, laterals)."""
     for limit in tree.find_all(exp.Limit, exp.Offset):
         raise Refused(f"uses {limit.key.upper()}: records it leaves out would be lost uncounted")
     for node in tree.find_all(exp.Lateral, exp.Func):
         name = node.name if isinstance(node, exp.Anonymous) else node.sql_name() if isinstance(node, exp.Func) else ""
         if isinstance(node, exp.Lateral) or name.lower() in _GENERATORS:
             raise Refused(f"uses {node.sql('spark')}: a step that repeats records is not supported in a sql step")
-    return tree
+
+
+def _check_names(tree: exp.Query) -> None:
+    """Refuse a column named like the engine's own (``__engine_...``)."""
+    for alias in tree.find_all(exp.Alias, exp.TableAlias):
+        names = [alias.alias] + [c.name for c in alias.args.get("columns") or []]
+        for name in names:
+            if name.lower().startswith("__engine_"):
+                raise Refused(f"names a column `{name}`: names starting with __engine_ are the engine's")
 
 
 def trimmed(statement: str) -> str:

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 import pyarrow.fs as pafs
 
 from engine.copy.errors import FileSystemConfigError
-from engine.gcpause import gc_paused
+from engine.platform.gcpause import gc_paused
 from engine.storage.arrow import ArrowFs
 
 __all__ = [

@@ -27,7 +27,7 @@ from engine.copy.errors import ListingError
 from engine.copy.fs import Listed, Location, list_files
 from engine.copy.manifest import Entry
 from engine.copy.transforms import renamed
-from engine.gcpause import gc_paused
+from engine.platform.gcpause import gc_paused
 from engine.spec.copy import CopyConf, DatePartitionedFinderConf, GlobFinderConf
 from engine.storage.partitions import PartitionLayout
 

@@ -39,11 +39,11 @@ from engine.copy.listing import STAGING
 from engine.copy.publishing import Publisher, ancestors
 from engine.copy.tasks import blocks, pack
 from engine.errors import ConfigError
-from engine.gcpause import gc_paused
+from engine.platform.gcpause import gc_paused
+from engine.platform.pyworker import steady_zip_imports
 from engine.runtime.copyplan import CopyPlan, plan_copy
 from engine.runtime.copypublish import CopyMetrics, CopyResult, Publication, copy_result
 from engine.runtime.dag import Connections, Dag, DatasetOutcome
-from engine.runtime.pyworker import steady_zip_imports
 from engine.runtime.scope import DagScope
 from engine.runtime.stop import Stop
 from engine.sources.base import PlanContext

@@ -29,7 +29,7 @@ from engine.copy.listing import (
     target_files,
     unpacks,
 )
-from engine.gcpause import gc_paused
+from engine.platform.gcpause import gc_paused
 from engine.runtime.dag import DagPlan
 from engine.sources.workunits import Size, WorkUnit
 from engine.spec.copy import RecursiveFinderConf

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import launch
+from engine.cli import launch, stop_relay
+from engine.platform import class_archive
 
 
 @pytest.mark.parametrize(
@@ -143,7 +144,7 @@ def jvm(script: str) -> Iterator[subprocess.Popen[bytes]]:
 
 @pytest.mark.parametrize(
     "lookup",
-    [pytest.param(launch._drivers_by_pgrep, id="pgrep"), pytest.param(launch._drivers_by_proc, id="proc")],
+    [pytest.param(stop_relay._drivers_by_pgrep, id="pgrep"), pytest.param(stop_relay._drivers_by_proc, id="proc")],
 )
 def test_the_driver_lookup_finds_the_child_running_the_driver_script(
     jvm: subprocess.Popen[bytes], script: str, lookup: Callable[[int, str], list[int] | None]
@@ -158,14 +159,14 @@ def test_without_pgrep_the_driver_is_found_in_proc(
     jvm: subprocess.Popen[bytes], script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no pgrep on it
-    assert launch._drivers_by_pgrep(jvm.pid, script) is None
-    assert launch._drivers(jvm.pid, script) == launch._drivers_by_proc(jvm.pid, script) != []
+    assert stop_relay._drivers_by_pgrep(jvm.pid, script) is None
+    assert stop_relay._drivers(jvm.pid, script) == stop_relay._drivers_by_proc(jvm.pid, script) != []
 
 
 def test_a_stop_signal_goes_to_the_driver_which_stops_and_the_jvm_with_it(
     jvm: subprocess.Popen[bytes], script: str
 ) -> None:
-    relay = launch.StopRelay(jvm, script)
+    relay = stop_relay.StopRelay(jvm, script)
     relay.handle(signal.SIGINT)
     code = jvm.wait(timeout=20)
     assert code == 42, "the driver got SIGINT and stopped its own way; the JVM ended with it"
@@ -176,7 +177,7 @@ def test_a_stop_before_the_driver_catches_it_is_held_and_delivered_once_it_does(
     """The driver starts with the JVM's ignored SIGINT and sets its handler a second later: a stop
     sent meanwhile was lost (the run went on), now it is held until the driver takes it."""
     with jvm_running(script, "1.0") as parent:
-        relay = launch.StopRelay(parent, script, grace=20)
+        relay = stop_relay.StopRelay(parent, script, grace=20)
         relay.handle(signal.SIGINT)
         assert parent.wait(timeout=20) == 42, "the driver got the stop once it could take it"
         assert relay.killed_for is None
@@ -187,7 +188,7 @@ def test_with_no_driver_a_held_stop_ends_spark_submit_after_the_grace(script: st
     driver. A stop no driver takes ends spark-submit once held for the grace period."""
     starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=_ignore_stops)
     try:
-        relay = launch.StopRelay(starting, script, grace=0.5)
+        relay = stop_relay.StopRelay(starting, script, grace=0.5)
         relay.handle(signal.SIGINT)
         code = starting.wait(timeout=20)
         assert code == -signal.SIGKILL and relay.exit_status(code) == 128 + signal.SIGINT
@@ -201,7 +202,7 @@ def test_a_signal_that_comes_while_the_handler_runs_is_taken_too(script: str) ->
     """Python runs a signal's handler between two bytecodes of the main thread, so a second signal
     can run it inside the first: it must not wait for itself (the handler's lock is re-entrant)."""
     ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"], preexec_fn=_ignore_stops)
-    relay = launch.StopRelay(ending, script, grace=20)
+    relay = stop_relay.StopRelay(ending, script, grace=20)
 
     def nested() -> None:
         with relay._lock:  # the first signal's handler, interrupted by a second
@@ -219,7 +220,7 @@ def test_a_spark_submit_that_ends_while_a_stop_is_held_keeps_its_exit_status(scr
     """A stop held for a driver that never comes, while spark-submit ends by itself (its driver had
     finished): not killed, its own exit status stands (the run was not stopped)."""
     ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"], preexec_fn=_ignore_stops)
-    relay = launch.StopRelay(ending, script, grace=20)
+    relay = stop_relay.StopRelay(ending, script, grace=20)
     relay.handle(signal.SIGTERM)
     code = ending.wait(timeout=20)
     relay.join(timeout=5)
@@ -295,14 +296,14 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     assert java, "the tests need Java"
-    killed = launch.ClassArchive(tmp_path, [])
+    killed = class_archive.ClassArchive(tmp_path, [])
     assert killed.training is not None and f"-XX:ArchiveClassesAtExit={killed.training}" in killed.options
     killed.finish(-signal.SIGKILL)
     assert killed.archive is not None and not killed.archive.exists()
 
-    first = launch.ClassArchive(tmp_path, [])
+    first = class_archive.ClassArchive(tmp_path, [])
     assert first.training is not None, "the lock was released: this run trains"
-    meanwhile = launch.ClassArchive(tmp_path, [])
+    meanwhile = class_archive.ClassArchive(tmp_path, [])
     assert (meanwhile.options, meanwhile.training) == ([], None), "another run trains: this one runs without"
     trained = subprocess.run([java, *first.options, "-version"], capture_output=True, text=True, timeout=120)
     assert trained.returncode == 0, trained.stderr
@@ -310,7 +311,7 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     first.finish(trained.returncode)
     assert first.archive is not None and first.archive.stat().st_size > 0 and not first.training.exists()
 
-    later = launch.ClassArchive(tmp_path, [])
+    later = class_archive.ClassArchive(tmp_path, [])
     assert later.training is None and f"-XX:SharedArchiveFile={first.archive}" in later.options
     mapped = subprocess.run([java, "-Xshare:on", *later.options, "-version"], capture_output=True, text=True)
     assert mapped.returncode == 0, mapped.stderr
@@ -318,11 +319,14 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     assert f"-XX:SharedArchiveFile={first.archive}" in cmd[cmd.index("--driver-java-options") + 1]
 
     other = [str(tmp_path / "other.jar")]  # another class path: another archive
-    silent = launch.ClassArchive(tmp_path, other)
+    silent = class_archive.ClassArchive(tmp_path, other)
     assert silent.training is not None
     silent.finish(0)  # its JVM exited by itself yet wrote nothing: later runs do not ask again
-    assert (launch.ClassArchive(tmp_path, other).options, launch.ClassArchive(tmp_path, other).training) == ([], None)
-    assert launch.ClassArchive(tmp_path, [], local_driver=False).options == [], "a cluster's driver is elsewhere"
-    assert launch.ClassArchive(tmp_path / "a b", []).options == [], "spark-submit splits options at spaces"
+    assert (
+        class_archive.ClassArchive(tmp_path, other).options,
+        class_archive.ClassArchive(tmp_path, other).training,
+    ) == ([], None)
+    assert class_archive.ClassArchive(tmp_path, [], local_driver=False).options == [], "a cluster's driver is elsewhere"
+    assert class_archive.ClassArchive(tmp_path / "a b", []).options == [], "spark-submit splits options at spaces"
     monkeypatch.setenv("ENGINE_CDS", "off")
-    assert launch.ClassArchive(tmp_path, []).options == []
+    assert class_archive.ClassArchive(tmp_path, []).options == []

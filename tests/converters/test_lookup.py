@@ -388,7 +388,7 @@ def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp
     looks every order's customer up in it; checked against the demo's CSV read with ``csv``."""
     import csv
 
-    from tests.cli.test_lineage import read_file, validate
+    from tests.runtime.test_lineage import read_file, validate
     from tests.commit.harness import REPO, run_here
 
     events = tmp_path / "lineage.jsonl"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import threading
 
-from engine.gcpause import gc_paused
+import pytest
+
+from engine.platform.gcpause import gc_paused
 
 
 def test_the_collector_returns_when_the_last_of_overlapping_pauses_ends() -> None:
@@ -43,4 +45,14 @@ def test_a_collector_disabled_before_stays_disabled_and_an_error_still_ends_the_
             raise KeyError("boom")
     except KeyError:
         pass
+    assert gc.isenabled()
+
+
+def test_the_off_switch_leaves_the_collector_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_GC_PAUSE", "off")
+    with gc_paused():
+        assert gc.isenabled()
+    monkeypatch.delenv("ENGINE_GC_PAUSE")
+    with gc_paused():
+        assert not gc.isenabled(), "the switch is read at each pause"
     assert gc.isenabled()

@@ -15,11 +15,14 @@ mount keeps it for as long as its scan). Other DAGs' driver
 threads see the collector paused for those stretches too. It
 nests across threads (DAGs plan concurrently), and the collector comes back when the last pause
 ends, as it was before the first.
+
+Off switch: ``ENGINE_GC_PAUSE=off`` (the collector runs as usual).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +36,9 @@ _was_enabled = False
 def gc_paused() -> Iterator[None]:
     """No cyclic collection while the block runs (in any thread); re-enabled as it was afterwards."""
     global _holders, _was_enabled
+    if os.environ.get("ENGINE_GC_PAUSE", "on") == "off":
+        yield
+        return
     with _lock:
         if _holders == 0:
             _was_enabled = gc.isenabled()

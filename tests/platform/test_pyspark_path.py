@@ -1,5 +1,5 @@
 """The driver imports pyspark and py4j from the installed, byte-compiled packages when spark-submit's
-zips hold the same code (``engine.cli.pyspark_path``)."""
+zips hold the same code (``engine.platform.pyspark_path``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from engine.cli.pyspark_path import _same_as_installed, prefer_compiled_pyspark
+from engine.platform.pyspark_path import _same_as_installed, prefer_compiled_pyspark
 
 INSTALLED = Path(str(metadata.distribution("pyspark").locate_file("pyspark")))
 LIB = INSTALLED / "python" / "lib"
@@ -44,7 +44,7 @@ def test_a_driver_started_as_spark_submit_starts_it_imports_the_compiled_package
     """spark-submit's PythonRunner puts the zips first on PYTHONPATH; the driver drops them, so
     pyspark comes from the installed package and no pyspark module is compiled from the zip."""
     code = (
-        "import sys; from engine.cli.pyspark_path import prefer_compiled_pyspark\n"
+        "import sys; from engine.platform.pyspark_path import prefer_compiled_pyspark\n"
         "dropped = prefer_compiled_pyspark()\n"
         "import pyspark.sql, py4j\n"
         "print(len(dropped), pyspark.__file__, py4j.__file__, sep='\\n')\n"
@@ -61,3 +61,14 @@ def test_a_driver_started_as_spark_submit_starts_it_imports_the_compiled_package
         [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"], env=env, capture_output=True, text=True
     )
     assert "pyspark.zip" in unfixed.stdout  # the premise: without the fix, the zip wins
+    switched_off = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "ENGINE_COMPILED_PYSPARK": "off"},
+        capture_output=True,
+        text=True,
+        cwd=repo,
+    )
+    assert switched_off.returncode == 0, switched_off.stderr
+    assert switched_off.stdout.split()[0] == "0" and "pyspark.zip" in switched_off.stdout, (
+        "the off switch keeps the zips"
+    )

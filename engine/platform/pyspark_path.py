@@ -6,10 +6,12 @@ run compiled pyspark's ~200 modules again: 0.8 s of a run's fixed cost. When Spa
 package (``$SPARK_HOME`` is the installed ``pyspark`` directory), the installed package is the very
 same code, compiled once at install: the driver imports it instead. A Spark distribution of its
 own (another ``$SPARK_HOME``) is left alone. Executors' Python workers are not affected.
+Off switch: ``ENGINE_COMPILED_PYSPARK=off`` (the driver imports spark-submit's zips).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from importlib import metadata
@@ -23,7 +25,7 @@ _ZIPS = re.compile(r"(pyspark|py4j-(?P<py4j>[0-9.]+)-src)\.zip")
 def prefer_compiled_pyspark() -> list[str]:
     """Drop spark-submit's pyspark/py4j zips from ``sys.path`` where the installed package is the
     same code (call before pyspark is imported); the entries dropped."""
-    if "pyspark" in sys.modules:
+    if "pyspark" in sys.modules or os.environ.get("ENGINE_COMPILED_PYSPARK", "on") == "off":
         return []
     dropped = [entry for entry in sys.path if _same_as_installed(entry)]
     sys.path[:] = [entry for entry in sys.path if entry not in dropped]
