@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from engine.platform.procs import process_alive
+
 
 def _drivers(jvm: int, script: str) -> list[int]:
     """The Python driver: the JVM's child running the driver script. ``pgrep`` first (macOS has
@@ -98,11 +100,11 @@ class StopRelay:
                 for pid in drivers:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signum)
-            elif _running(self.child.pid) and time.monotonic() - since >= self.grace:
+            elif process_alive(self.child.pid) and time.monotonic() - since >= self.grace:
                 self.killed_for = signum
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.child.pid, signal.SIGKILL)
-            elif _running(self.child.pid):
+            elif process_alive(self.child.pid):
                 time.sleep(RELAY_POLL_SECONDS)
                 continue
             with self._lock:  # done with this stop, unless another came meanwhile
@@ -129,17 +131,3 @@ def _catches(pid: int, signum: int) -> bool:
     except (OSError, ValueError, IndexError):
         pass
     return False
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True

@@ -29,10 +29,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from engine.errors import JobBusyError, JobFailedError
+from engine.platform.procs import pid_start, process_alive
 from engine.storage.blobs import Blobs, blobs
 
 log = logging.getLogger(__name__)
@@ -40,14 +40,6 @@ log = logging.getLogger(__name__)
 CHECK_MARGIN_SECONDS = 5.0
 """A run checks before publishing that its lease has at least this long left (at most a tenth of
 its TTL): a publish that could end after the expiry is not started."""
-
-
-def pid_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
 
 
 class Lease:
@@ -321,24 +313,3 @@ def _alive(record: dict[str, Any]) -> bool:
         return True  # cannot see another host's processes: trust the expiry
     pid = int(record.get("pid") or 0)
     return pid <= 0 or process_alive(pid, record.get("pid_start"))
-
-
-def process_alive(pid: int, start: str | None) -> bool:
-    """Whether process ``pid`` of this host runs, and is the one that started at ``start`` (its
-    :func:`pid_start`; None: any), not a later process given the same pid. A zombie (ended, not yet
-    reaped) does not run: a driver killed along with its JVM is one until the process that adopted
-    it reaps it, which some init processes do late or never, and it renews no lease."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return (start is None or pid_start(pid) in (None, start)) and not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False

@@ -37,9 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from engine.commit.lease import pid_start, process_alive
 from engine.config.jobs_source import FLOWS_DIR_ENV
 from engine.errors import EXIT_BUSY, EXIT_CONFIG, EXIT_SIGNALLED
+from engine.platform.procs import pid_start, process_alive
 from engine.service.errors import Conflict, NotFound
 from engine.service.flowstore import StoredFlow
 from engine.service.tables import ServiceTable, utcnow

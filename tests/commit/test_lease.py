@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.commit.lease import Lease, Leases, pid_start, single_writer, writer_dir, writer_lease
+from engine.commit.lease import Lease, Leases, single_writer, writer_dir, writer_lease
 from engine.errors import EXIT_BUSY, JobBusyError
+from engine.platform.procs import pid_start
 
 
 @pytest.fixture(params=["disk", "s3"])

@@ -388,8 +388,8 @@ def test_the_demo_enriches_orders_after_refreshing_its_customers(spark: Any, tmp
     looks every order's customer up in it; checked against the demo's CSV read with ``csv``."""
     import csv
 
-    from tests.runtime.test_lineage import read_file, validate
     from tests.commit.harness import REPO, run_here
+    from tests.runtime.test_lineage import read_file, validate
 
     events = tmp_path / "lineage.jsonl"
     code, summary = run_here(REPO / "jobs", tmp_path, f"lineage.file={events}", job="demo/orders_enriched")
