@@ -15,4 +15,5 @@ export PYSPARK_PYTHON="$venv/python"
 echo "== ruff" && "$venv/ruff" check .
 echo "== mypy" && "$venv/mypy"
 echo "== import-linter" && "$venv/lint-imports" --no-cache
+echo "== docs" && "$venv/mkdocs" build --strict --quiet --site-dir "$root/.cache/site"  # broken links fail
 echo "== pytest" && "$venv/python" -m pytest --durations=40 "$@"  # the slowest 40: where CI time goes

@@ -9,7 +9,10 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+# The README's sections moved into the documentation site (issue 59, item 7): a section a message
+# names is looked up in the README and every page under docs/.
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+README = "\n\n".join(page.read_text() for page in PAGES)
 POINTERS = (
     re.compile(r"see the README, ([A-Z][^,)\"]+)"),  # "see the README, Troubleshooting, for ..."
     re.compile(r'README "([A-Z][^"{]+)"'),  # (README "Encrypted secrets")
@@ -18,7 +21,7 @@ POINTERS = (
 
 
 def headings() -> list[str]:
-    """The README's headings, and the bold words that open a paragraph (``**Lost state.**``)."""
+    """The headings of the README and the docs pages, and the bold words that open a paragraph (``**Lost state.**``)."""
     found = [m.group(1).strip() for m in re.finditer(r"^#+ (.+)$", README, re.MULTILINE)]
     return found + [m.group(1).strip() for m in re.finditer(r"^\*\*([^*]+?)\.?\*\*", README, re.MULTILINE)]
 

@@ -291,8 +291,11 @@ class LookupConf(ConverterConf):
     query: str | None = None
     """``format = jdbc``: a SELECT whose rows are the reference."""
     user: str | None = None
+    """The database user (may be ``ENC(...)``)."""
     password: str | None = None
+    """The database password (redacted in output; may be ``ENC(...)``)."""
     driver: str | None = None
+    """The driver class; inferred from the URL for common databases."""
     on: list[str] | str = Field(min_length=1)
     """The key columns, named alike in the records and in the reference; or a SQL condition for a
     join that is not on equal keys, naming the records' columns ``input.<column>`` and the

@@ -342,10 +342,13 @@ class JdbcSinkConf(SinkConf):
     table: str
     """The target table, ``schema.table`` or ``table``."""
     user: str | None = None
+    """The database user (may be ``ENC(...)``)."""
     password: str | None = None
+    """The database password (redacted in output; may be ``ENC(...)``)."""
     driver: str | None = None
     """The driver class; inferred from the URL for common databases."""
     mode: Literal["append", "overwrite", "upsert"] = "append"
+    """``append`` inserts, ``overwrite`` replaces the table's rows, ``upsert`` updates or inserts by ``keys``."""
     keys: list[str] = Field(default_factory=list)
     """The columns that identify a row, for ``mode = upsert``."""
     sequence_by: str | None = None
@@ -427,7 +430,9 @@ class KafkaSinkConf(SinkConf):
 
     type: Literal["kafka"] = "kafka"
     bootstrap_servers: str
+    """The Kafka brokers, ``host:port`` separated by commas."""
     topic: str
+    """The topic the records are sent to."""
     key: str | None = None
     """The column sent as the message key (as text); unset, no key (the producer spreads messages)."""
     format: Literal["json", "avro", "string", "bytes"] = "json"

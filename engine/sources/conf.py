@@ -338,7 +338,9 @@ class JdbcSourceConf(SourceConf):
     query: str | None = None
     """A SELECT whose rows are the source (wrapped as a subquery)."""
     user: str | None = None
+    """The database user (may be ``ENC(...)``)."""
     password: str | None = None
+    """The database password (redacted in output; may be ``ENC(...)``)."""
     driver: str | None = None
     """The driver class; Spark infers it from the URL for common databases."""
     incremental: JdbcIncrementalConf | None = None
