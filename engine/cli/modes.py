@@ -179,8 +179,8 @@ def validate_job(run: Run) -> dict[str, Any]:
 
 def run_job(run: Run) -> dict[str, Any]:
     from engine.runtime import JobManager
+    from engine.runtime.executor_reach import check_executors_see
     from engine.runtime.progress import Board
-    from engine.runtime.reach import check_executors_see
     from engine.state.delta_runs import DeltaRunStore
 
     check_executors_see(run.spark, run.warehouse)  # before anything is written (modes that only read skip it)

@@ -9,7 +9,7 @@ import json
 import logging
 from typing import Any
 
-from engine.cli import replay
+from engine.cli import rewind_effects
 from engine.errors import ConfigError
 from engine.runtime.lost_state import lost_scopes
 from engine.state import watermarks
@@ -136,20 +136,20 @@ def checkpoint(
         "new": json.loads(change.new)["value"] if change.new else None,
     }
     if rereads(change):
-        replays = replay.sink_replays(next(d for d in dags if d.name == change.dag))
+        replays = rewind_effects.sink_replays(next(d for d in dags if d.name == change.dag))
         _warn_replay(change, replays)
-        out["replay"] = replay.summary(replays)
+        out["replay"] = rewind_effects.summary(replays)
     return out
 
 
-def _warn_replay(change: CheckpointChange, replays: list[replay.SinkReplay]) -> None:
+def _warn_replay(change: CheckpointChange, replays: list[rewind_effects.SinkReplay]) -> None:
     after = "from its beginning" if change.new is None else f"after {_shown(change.new)}"
     table(
         f"the next run of DAG {change.dag} reads {change.dataset} again {after}; what its sinks do with the records",
         ["effect", "sink", "kind", "why"],
         [[r.effect, r.name, r.what, r.why] for r in replays],
     )
-    advice = replay.advice(replays)
+    advice = rewind_effects.advice(replays)
     if advice:
         print(f"\nwarning: {advice}")
         log.warning("checkpoint %s of %s: %s", change.action, change.dataset, advice)

@@ -184,7 +184,7 @@ class DeltaWrite(CommitStep):
     (:class:`~engine.commit.delta_files.WrittenFiles`): committed as they are. Empty: the batch was
     staged as Parquet in ``staging`` and is written to the table here."""
     changes: dict[str, Any] = field(default_factory=dict)
-    """``apply_changes``: how the staged events apply (:class:`~engine.commit.changes.Changes`)."""
+    """``apply_changes``: how the staged events apply (:class:`~engine.commit.apply_changes.Changes`)."""
     staged_schema: str = ""
     """The schema of the Parquet in ``staging`` (:func:`~engine.commit.delta_files.staged_schema`;
     empty: read from its files)."""
@@ -291,9 +291,9 @@ class DeltaWrite(CommitStep):
         merge.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
 
     def _apply_changes(self, ctx: StepContext, *, exists: bool) -> None:
-        """The staged change events applied (:mod:`engine.commit.changes`): to a new table as its
+        """The staged change events applied (:mod:`engine.commit.apply_changes`): to a new table as its
         first version, to an existing one by one MERGE; without the upserts a tombstone refuses."""
-        from engine.commit.changes import Changes, tombstones_of
+        from engine.commit.apply_changes import Changes, tombstones_of
 
         changes = Changes.from_json(self.changes)
         kept = tombstones_of(self.table) if changes.tombstone_seconds is not None else None
@@ -313,8 +313,8 @@ class DeltaWrite(CommitStep):
 @dataclass
 class RecordTombstones(CommitStep):
     """``apply_changes`` with hard deletes: the batch's deletes appended to the table's tombstones
-    (:meth:`~engine.commit.changes.Changes.deletes`), after the table's own commit, once those past
-    their retention are deleted (:meth:`~engine.commit.changes.Changes.forget`). A batch without
+    (:meth:`~engine.commit.apply_changes.Changes.deletes`), after the table's own commit, once those past
+    their retention are deleted (:meth:`~engine.commit.apply_changes.Changes.forget`). A batch without
     deletes has no such step (counted while it was staged), or commits nothing here; older
     tombstones go with a later batch that deletes."""
 
@@ -333,7 +333,7 @@ class RecordTombstones(CommitStep):
 
     @property
     def tombstones(self) -> str:
-        from engine.commit.changes import tombstones_of
+        from engine.commit.apply_changes import tombstones_of
 
         return tombstones_of(self.table)
 
@@ -348,7 +348,7 @@ class RecordTombstones(CommitStep):
         return transaction_version(ctx.spark, self.tombstones, self.app_id) >= self.batch
 
     def execute(self, ctx: StepContext) -> None:
-        from engine.commit.changes import Changes, started
+        from engine.commit.apply_changes import Changes, started
 
         changes = Changes.from_json(self.changes)
         deletes = changes.deletes(read_staged(ctx.spark, self.staging, self.staged_schema))

@@ -1,7 +1,7 @@
 """Copy jobs: dataset finders, copy listing, byte transforms, file-set publisher.
 
 This module holds what the byte transforms (:mod:`engine.copy.transforms`) and the age format
-(:mod:`engine.copy.age`) share: their error (:mod:`engine.copy.errors`) and the pull-based stream
+(:mod:`engine.copy.age_encryption`) share: their error (:mod:`engine.copy.errors`) and the pull-based stream
 over byte chunks they are built from. A transform is a generator from chunks to chunks; nothing is
 computed before it is read.
 """

@@ -29,7 +29,7 @@ from typing import IO, BinaryIO, NamedTuple, Protocol
 
 from typing_extensions import Self
 
-from engine.copy import TransformError, age, chunk_stream, read_chunks
+from engine.copy import TransformError, age_encryption, chunk_stream, read_chunks
 from engine.spec.transforms import (
     DecryptConf,
     EncryptConf,
@@ -168,10 +168,10 @@ def _step(chunks: Iterator[bytes], step: TransformConf, size: int) -> Iterator[b
         return _gzip(chunks, step.level)
     if isinstance(step, EncryptConf):
         passphrase = step.passphrase.get_secret_value() if step.passphrase else None
-        return age.encrypt_chunks(chunks, step.recipients, passphrase, work_factor=step.work_factor)
+        return age_encryption.encrypt_chunks(chunks, step.recipients, passphrase, work_factor=step.work_factor)
     if isinstance(step, DecryptConf):
         passphrase = step.passphrase.get_secret_value() if step.passphrase else None
-        return age.decrypt_chunks(chunks, [i.get_secret_value() for i in step.identities], passphrase)
+        return age_encryption.decrypt_chunks(chunks, [i.get_secret_value() for i in step.identities], passphrase)
     raise TypeError(f"not a stream transform: {step.type}")
 
 

@@ -14,7 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from engine.commit.observed import observed
+from engine.commit.observations import observed
 from engine.converters.base import first_line
 from engine.converters.checks import boolean
 from engine.converters.frame import (

@@ -1,6 +1,6 @@
 """The classes a stored batch plan may name, so decoding a plan never imports what it is told to.
 
-A plan (``engine.commit.codec``) stores each work unit's payload dataclasses by
+A plan (``engine.commit.plan_codec``) stores each work unit's payload dataclasses by
 ``module:Class``. Decoding rebuilds only the classes registered here: the built-in sources'
 (listed with their registry entries, as import paths, so registering imports nothing), and an
 entry-point plugin's own (its implementation's ``Payloads``, registered when the entry point is

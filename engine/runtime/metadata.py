@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.commit import codec
+from engine.commit import plan_codec
 from engine.commit.batch import BatchRef
 from engine.commit.killpoints import kill_point
 from engine.commit.log import Batch, CommitLog, DagLog, is_final
@@ -149,7 +149,7 @@ class MetadataManager:
         if found is None or found.plan is None:
             return dlog.next_batch(), None
         body = json.loads(found.plan.body)
-        units: list[WorkUnit] = codec.decode(body["units"])
+        units: list[WorkUnit] = plan_codec.decode(body["units"])
         state = self._state(dag)
         stale = body.get("fingerprint") != fingerprint(dag) or any(
             _json(u.low) != _json(state[u.dataset].watermark if u.dataset in state else None) for u in units
@@ -187,7 +187,7 @@ class MetadataManager:
             body: dict[str, Any] = {
                 "datasets": sorted(u.dataset for u in units if not u.empty),
                 "fingerprint": fingerprint(dag),
-                "units": codec.encode(units),
+                "units": plan_codec.encode(units),
             }
             if references:
                 body["references"] = references

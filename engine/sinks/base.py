@@ -70,7 +70,7 @@ class Sink(ABC):
         """``staged``, with the rows :meth:`one_per_key` counted while they were staged."""
         if observation is None:
             return staged
-        from engine.commit.observed import observed
+        from engine.commit.observations import observed
 
         found = observed(observation, wait=5.0)
         if found is not None:

@@ -177,7 +177,7 @@ class DeltaSinkConf(TableSinkConf):
           keys = [customer_id], sequence_by = change_seq, delete_when = "op = 'D'", scd = 1
         }
 
-    ``apply_changes`` (:mod:`engine.commit.changes`): the events of one key apply in
+    ``apply_changes`` (:mod:`engine.commit.apply_changes`): the events of one key apply in
     ``sequence_by`` order, in one batch and across batches; an event whose sequence is not
     greater than the table's for its key changes nothing (a late event never overwrites).
 

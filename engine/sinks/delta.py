@@ -17,15 +17,15 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
+from engine.commit.apply_changes import DELETE, RECORDED_AT, Changes, orderable, tombstones_of
 from engine.commit.batch import BatchRef, Staged
-from engine.commit.changes import DELETE, RECORDED_AT, Changes, orderable, tombstones_of
 from engine.commit.delta_files import staged_schema, table_schema, write_files
-from engine.commit.observed import observed
+from engine.commit.observations import observed
 from engine.commit.steps import DeltaWrite, RecordTombstones
 from engine.errors import ConfigError
 from engine.sinks.conf import DeltaSinkConf
 from engine.sinks.contract import Contract
-from engine.sinks.table import TableSink
+from engine.sinks.path_sink import PathSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from engine.storage.hadoop import HadoopFs
 
 
-class DeltaSink(TableSink):
+class DeltaSink(PathSink):
     """See :class:`~engine.sinks.conf.DeltaSinkConf` for its config."""
 
     Conf = DeltaSinkConf

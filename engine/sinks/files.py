@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from engine.commit.batch import BatchRef, Staged
 from engine.commit.steps import CommitStep, DeleteFiles, RenameFiles
 from engine.sinks.conf import FilesSinkConf
-from engine.sinks.table import TableSink
+from engine.sinks.path_sink import PathSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from engine.storage.hadoop import HadoopFs
 
 
-class FilesSink(TableSink):
+class FilesSink(PathSink):
     """See :class:`~engine.sinks.conf.FilesSinkConf` for its config."""
 
     Conf = FilesSinkConf

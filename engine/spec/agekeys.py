@@ -1,6 +1,6 @@
 """age X25519 keys (bech32, BIP 173 without its 90-character limit) and scrypt limits: what a copy
 job's config needs to check recipients and identities before anything runs. The file format itself
-is :mod:`engine.copy.age`."""
+is :mod:`engine.copy.age_encryption`."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ batches staged before their commit sequence publishes them."""
 DELTA_LOG_DIR = "_delta_log"
 """A Delta table's own log: writing files into it corrupts the table."""
 TOMBSTONES_DIR = "_engine_tombstones"
-"""Below an ``apply_changes`` sink's path (``engine.commit.changes``): the deletes' tombstones."""
+"""Below an ``apply_changes`` sink's path (``engine.commit.apply_changes``): the deletes' tombstones."""
 RESERVED_NAMES = (STAGING_DIR, DELTA_LOG_DIR, WRITER_DIR, TOMBSTONES_DIR)
 
 

@@ -5,7 +5,7 @@ Every change is a new state row (the newest wins, so history is kept) plus a row
 checkpoint changes table: who, when, the old and new value, and why. A reason is required.
 
 A change that moves a watermark back (:func:`rereads`) makes the next run read a range again, as
-a new batch: sinks that append receive those records twice (``engine.cli.replay`` says which).
+a new batch: sinks that append receive those records twice (``engine.cli.rewind_effects`` says which).
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ class StateStore(_Located, ABC):
 
     def chain_checked(self, job: str, dag: str) -> str | None:
         """The key of the newest check of ``(job, dag)``'s converter chain that passed
-        (:mod:`engine.runtime.chainkey`), if this store keeps it."""
+        (:mod:`engine.runtime.chain_check_key`), if this store keeps it."""
         return None
 
     def chain_passed(self, job: str, dag: str, key: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from engine.commit import codec
+from engine.commit import plan_codec
 from engine.commit.steps import CommitStep, DeltaWrite, RenameFiles, StepContext, StepError
 from engine.sources.delta import Range
 from engine.sources.files import FileEntry
@@ -54,7 +54,7 @@ def test_work_units_round_trip_through_json() -> None:
         ),
         WorkUnit.carry("file:/in/b", LongWatermark(1), "no new files"),
     ]
-    assert codec.decode(json.loads(json.dumps(codec.encode(units)))) == units
+    assert plan_codec.decode(json.loads(json.dumps(plan_codec.encode(units)))) == units
 
 
 def test_rename_is_idempotent_and_refuses_a_lost_staging(spark: Any, tmp_path: Path) -> None:

@@ -18,14 +18,14 @@ import pyrage
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from engine.copy import age
+from engine.copy import age_encryption
 from engine.copy.transforms import Output, TransformError, is_identity, outputs, renamed
 from engine.errors import ConfigError
 from engine.spec.transforms import DecryptConf, EncryptConf, TransformChain, TransformConf, parse_chain
 
 MiB = 1 << 20
-SECRET, PUBLIC = age.generate_identity()
-OTHER_SECRET, OTHER_PUBLIC = age.generate_identity()
+SECRET, PUBLIC = age_encryption.generate_identity()
+OTHER_SECRET, OTHER_PUBLIC = age_encryption.generate_identity()
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_age_x25519_round_trips_with_pyrage(size: int) -> None:
 @pytest.mark.parametrize("size", [0, 1, 65536, 65537, 3 * MiB])
 def test_age_passphrase_is_read_by_pyrage(size: int) -> None:
     data = noise(size, seed=size)
-    sealed = age.encrypting(io.BytesIO(data), [], "correct horse", work_factor=10).read()
+    sealed = age_encryption.encrypting(io.BytesIO(data), [], "correct horse", work_factor=10).read()
     assert pyrage.passphrase.decrypt(sealed, "correct horse") == data
 
 
@@ -191,8 +191,8 @@ def test_age_to_several_recipients_is_read_with_any_identity() -> None:
 def test_age_keys_agree_with_pyrage() -> None:
     assert str(pyrage.x25519.Identity.from_str(SECRET).to_public()) == PUBLIC
     theirs = pyrage.x25519.Identity.generate()
-    assert age.parse_recipient(str(theirs.to_public())) is not None
-    assert age.parse_identity(str(theirs)) is not None
+    assert age_encryption.parse_recipient(str(theirs.to_public())) is not None
+    assert age_encryption.parse_identity(str(theirs)) is not None
 
 
 def test_a_wrong_identity_fails_without_printing_any_key() -> None:
@@ -203,12 +203,12 @@ def test_a_wrong_identity_fails_without_printing_any_key() -> None:
 
 
 def test_a_wrong_passphrase_fails_without_printing_it() -> None:
-    sealed = age.encrypting(io.BytesIO(b"x"), [], "right one", work_factor=10).read()
+    sealed = age_encryption.encrypting(io.BytesIO(b"x"), [], "right one", work_factor=10).read()
     with pytest.raises(TransformError, match="passphrase") as info:
-        age.decrypting(io.BytesIO(sealed), [], "wrong one").read()
+        age_encryption.decrypting(io.BytesIO(sealed), [], "wrong one").read()
     assert "wrong one" not in str(info.value)
     with pytest.raises(TransformError, match="none was given"):
-        age.decrypting(io.BytesIO(sealed), [SECRET]).read()
+        age_encryption.decrypting(io.BytesIO(sealed), [SECRET]).read()
 
 
 def _payload_start(sealed: bytes) -> int:
@@ -257,9 +257,9 @@ def test_age_streams_without_reading_the_whole_input() -> None:
 
 def test_bad_recipients_and_identities_are_value_errors() -> None:
     with pytest.raises(ValueError, match="checksum"):
-        age.parse_recipient(PUBLIC[:-1] + ("q" if PUBLIC[-1] != "q" else "p"))
+        age_encryption.parse_recipient(PUBLIC[:-1] + ("q" if PUBLIC[-1] != "q" else "p"))
     with pytest.raises(ValueError, match="identity") as info:
-        age.parse_identity(SECRET[:-2])
+        age_encryption.parse_identity(SECRET[:-2])
     assert SECRET[:-2] not in str(info.value)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.commit import codec
+from engine.commit import plan_codec
 from engine.errors import EXIT_JOB_FAILED, EngineError
 from engine.plugins import PAYLOADS, PayloadClasses, PluginConf, PluginEntry, Registry, UnknownPayloadError
 from engine.sources import SOURCES
@@ -31,7 +31,7 @@ class SliceConf(PluginConf):
 
 
 def roundtrip(value: Any) -> Any:
-    return codec.decode(json.loads(json.dumps(codec.encode(value))))
+    return plan_codec.decode(json.loads(json.dumps(plan_codec.encode(value))))
 
 
 def test_the_built_in_payloads_round_trip() -> None:
@@ -45,7 +45,7 @@ def test_a_plan_stored_before_the_files_source_split_still_decodes() -> None:
         "$dc": "engine.sources.files:FileEntry",
         "f": {"path": "file:/a", "size": 1, "mtime_ms": 2, "dataset": "d"},
     }
-    assert codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
+    assert plan_codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_a_plan_stored_before_the_files_source_split_still_decodes() -> None:
 )
 def test_a_plan_naming_an_unregistered_class_is_refused(name: str) -> None:
     with pytest.raises(UnknownPayloadError, match=f"names class {name}, which no plugin registered"):
-        codec.decode({"$dc": name, "f": {}})
+        plan_codec.decode({"$dc": name, "f": {}})
 
 
 def test_a_plugin_registered_with_its_payloads_has_them_decoded() -> None:
@@ -115,9 +115,9 @@ def test_an_entry_point_plugin_registers_its_own_payloads(monkeypatch: pytest.Mo
 
 def test_a_moved_class_is_stored_under_its_former_name_for_older_engines() -> None:
     """An engine rolled back to before the files source split imports `engine.sources.files`."""
-    stored = codec.encode(FileEntry("file:/a", 1, 2, "d"))
+    stored = plan_codec.encode(FileEntry("file:/a", 1, 2, "d"))
     assert stored["$dc"] == "engine.sources.files:FileEntry"
-    assert codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
+    assert plan_codec.decode(stored) == FileEntry("file:/a", 1, 2, "d")
 
 
 def test_a_plugin_reusing_a_moved_class_keeps_its_former_stored_name() -> None:
@@ -132,5 +132,5 @@ def test_a_plugin_reusing_a_moved_class_keeps_its_former_stored_name() -> None:
 
 def test_an_unknown_payload_is_an_engine_error_that_fails_the_run() -> None:
     with pytest.raises(EngineError) as caught:
-        codec.decode({"$dc": "os:PathLike", "f": {}})
+        plan_codec.decode({"$dc": "os:PathLike", "f": {}})
     assert caught.value.exit_code == EXIT_JOB_FAILED and not caught.value.transient

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from engine.commit.apply_changes import Changes
 from engine.commit.batch import BatchRef
-from engine.commit.changes import Changes
 from engine.commit.steps import RecordTombstones
 from engine.errors import ConfigError
 from engine.sinks.delta import stage_delta

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from engine.columns import DATASET
-from engine.commit import codec
+from engine.commit import plan_codec
 from engine.errors import ConfigError
 from engine.sources import SOURCES
 from engine.sources.base import PlanContext, Source
@@ -70,7 +70,7 @@ class SourceContract:
         units = self.planned(self.built())
         assert units and any(not u.empty for u in units)
         assert all(u.dataset for u in units)
-        assert codec.decode(json.loads(json.dumps(codec.encode(units)))) == units
+        assert plan_codec.decode(json.loads(json.dumps(plan_codec.encode(units)))) == units
 
     def test_read_gives_every_record_with_its_dataset(self) -> None:
         source = self.built()

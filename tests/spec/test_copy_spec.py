@@ -121,7 +121,7 @@ def test_copy_config_mistakes_name_their_key(
 
 
 def test_decryption_keys_never_appear_in_errors_or_the_spec_repr(tmp_path: Path) -> None:
-    from engine.copy.age import generate_identity
+    from engine.copy.age_encryption import generate_identity
 
     secret, public = generate_identity()
     spec = compiled(

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import pytest
 
-from engine.cli.replay import UNKNOWN, advice, sink_replays
+from engine.cli.rewind_effects import UNKNOWN, advice, sink_replays
 from engine.errors import ConfigError
 from engine.plugins import Anchors, PluginEntry
 from engine.sinks import SINKS

@@ -3,7 +3,7 @@ and checked over an empty frame of it (every config mistake the records' types r
 here, before anything is read or written); validating: the same checks without listing or reading.
 
 A run skips the chain check when one with the same key passed before
-(:mod:`engine.runtime.chainkey`); with nothing to read, it then reads no schema either.
+(:mod:`engine.runtime.chain_check_key`); with nothing to read, it then reads no schema either.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from engine.commit.owners import check_owner
 from engine.converters.base import checking
 from engine.converters.frame import DATASET
-from engine.runtime.chainkey import chain_key, sql_settings
+from engine.runtime.chain_check_key import chain_key, sql_settings
 from engine.runtime.records.results import RecordsPlan
 from engine.runtime.sqlcheck import check_parses
 from engine.sinks.conf import TableSinkConf

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from engine.cli.replay import DUPLICATES, REPLACED, SAFE, SHOWN, advice, sink_replays, summary
+from engine.cli.rewind_effects import DUPLICATES, REPLACED, SAFE, SHOWN, advice, sink_replays, summary
 from engine.spec.model import DagSpec
 from tests.commit.harness import JOB, Inputs, run_here, sink_ids, watermarks, write_job
 from tests.helpers import compile_dict

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from engine.storage.hadoop import HadoopFs
 
 
-class TableSink(Sink):
+class PathSink(Sink):
     """A sink writing a path with Spark's writer (see :class:`~engine.sinks.conf.TableSinkConf`)."""
 
     conf: TableSinkConf
