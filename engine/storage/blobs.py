@@ -76,10 +76,10 @@ class LocalBlobs(Blobs):
             return None
 
     def create(self, name: str, data: bytes) -> bool:
-        for _ in range(10):  # another process may remove the empty directory meanwhile (tidy)
+        for _ in range(100):  # another process may remove the empty directory meanwhile (tidy)
             try:
                 self.dir.mkdir(parents=True, exist_ok=True)
-            except FileExistsError:  # made and removed by others while it was being made
+            except (FileExistsError, FileNotFoundError):  # made, or a parent removed, by others meanwhile
                 continue
             try:
                 fd = os.open(self.dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
