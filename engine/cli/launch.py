@@ -48,7 +48,7 @@ from engine.cli.jvm_watch import JVM_PID_ENV
 from engine.cli.stop_relay import StopRelay
 from engine.config.paths import conf_dir, jobs_root, packaged_file
 from engine.config.secrets import key_command
-from engine.platform.class_archive import ClassArchive
+from engine.platform.class_archive import ClassArchive, pyspark_dir
 
 __all__ = ["main", "split_args"]
 
@@ -249,9 +249,7 @@ def driver_script(cache: Path) -> Path:
 
 
 def _spark_submit() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit")
+    return str(pyspark_dir() / "bin" / "spark-submit")
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
