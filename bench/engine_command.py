@@ -9,8 +9,8 @@ The ``engine`` command of a pip install (:mod:`engine.cli.launch`) is run here a
 ``.venv/bin/python -c 'from engine.cli.launch import main; main()' ...`` with a fresh user cache
 (``ENGINE_CACHE``) and the demo job, as whole processes (JVM start and exit included):
 
-- ``training``: the first run on that cache: the demo's first run, whose JVM writes the class
-  archive as it exits;
+- ``training``: the first run on that cache, asked to write the class archive
+  (``ENGINE_CDS=train``): the demo's first run, whose JVM writes it as it exits;
 - then, alternately, with the archive and with ``ENGINE_CDS=off``: the demo's first run on a
   fresh warehouse (``first``), and a run with nothing to do on a warehouse it ran on (``nothing``).
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
     env |= {"ENGINE_CACHE": str(work / "cache"), "SPARK_LOCAL_IP": "127.0.0.1"}
     try:
-        training = engine(work / "wh-training", env)
+        training = engine(work / "wh-training", env | {"ENGINE_CDS": "train"})
         archives = list((work / "cache" / "cds").glob("*.jsa"))
         print(
             f"training run: {training:.2f}s, archive: {archives[0].stat().st_size / 2**20:.0f} MiB"

@@ -2,8 +2,8 @@
 # Idempotent set-up used by spark-submit.sh and scripts/test.sh: a virtualenv with the pinned Python
 # packages (.venv/) and the JVM packages (.cache/jars/). Each part is redone only when its input
 # changes (a stamp holds the input's hash), so a second call costs ~0.1 s and needs no network. It runs
-# no job: the driver JVM's class archive (.cache/cds/) is written by the first run as it exits
-# (engine/cli/launch.py, ClassArchive).
+# no job: the driver JVM's class archive (.cache/cds/) is written only when asked, by a run with
+# ENGINE_CDS=train (engine/platform/class_archive.py).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"

@@ -16,13 +16,13 @@ echo "== ruff" && "$venv/ruff" check .
 echo "== mypy" && "$venv/mypy"
 echo "== import-linter" && "$venv/lint-imports" --no-cache
 echo "== docs" && "$venv/mkdocs" build --strict --quiet --site-dir "$root/.cache/site"  # broken links fail
-# The driver JVM's class archive, written once by a demo run before the tests (the set-up runs no
-# job: a user's first run writes it as it exits): the crash matrix's drivers and every e2e run then
-# start on it. Never fails the suite; ENGINE_CDS=off: none.
+# The driver JVM's class archive, written once by a demo run before the tests (ENGINE_CDS=train: no
+# run writes one unasked): the crash matrix's drivers and every e2e run then start on it. Never
+# fails the suite; ENGINE_CDS=off: none.
 if [ "${ENGINE_CDS:-on}" != off ] && ! ls "$root"/.cache/cds/*.jsa >/dev/null 2>&1; then
   echo "== class archive (once)"
   warm="$(mktemp -d)"
-  env $(compgen -e | grep '^ENGINE_' | sed 's/^/-u /') ENGINE_LOG_DIR="$warm/logs" \
+  env $(compgen -e | grep '^ENGINE_' | sed 's/^/-u /') ENGINE_CDS=train ENGINE_LOG_DIR="$warm/logs" \
     "$root/spark-submit.sh" job=demo/orders "warehouse=$warm/lake" progress=off >"$warm/out.log" 2>&1 || true
   rm -rf "$warm"
 fi

@@ -15,8 +15,8 @@ the rest to Hydra. What it needs comes from the source tree's ``.cache`` when it
   rebuilt when a module changes;
 - the driver: a two-line script in the user cache calling :func:`engine.cli.entry.driver_main`;
 - jobs: ``$ENGINE_JOBS_DIR``, else ``./jobs``; ``conf/`` and ``log4j2.properties``: the packaged copy;
-- the driver JVM's class archive (JDK dynamic CDS, :class:`ClassArchive`): the first run on a Java
-  runtime and set of jars writes it into the user cache as it exits, later ones start on it
+- the driver JVM's class archive (JDK dynamic CDS, :class:`ClassArchive`): a run with
+  ``ENGINE_CDS=train`` writes it into the cache as it exits, later ones start on it
   (``ENGINE_CDS=off``: none).
 
 Signals are handled as the wrapper handles them (:mod:`engine.cli.signals`): spark-submit starts

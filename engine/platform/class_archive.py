@@ -1,9 +1,11 @@
 """The driver JVM's class archive (JDK dynamic class-data sharing).
 
 What it buys: the classes a run loads (Spark's, Delta's, the JDK's), parsed and verified once into
-an archive that later driver JVMs map at start instead of loading them again: ~1.4-2 s off every
-run's start (``bench/fixed_cost.py --compare-cds``), for ~180 MB in the cache and ~15 s once, as
-the first run on a Java runtime and set of jars exits. Off switch: ``ENGINE_CDS=off``.
+an archive that later driver JVMs map at start instead of loading them again: the demo job 47 ->
+37 s on two cores (``bench/fixed_cost.py --compare-cds``), for ~180 MB in the cache. Writing it
+is an explicit step (``ENGINE_CDS=train``, which the test command takes once): the run that
+writes it takes ~45-90 s longer (slower throughout, and ~30 s to dump as its JVM exits), too much
+to charge a user's first run or every test whose class path differs. Off switch: ``ENGINE_CDS=off``.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ class ClassArchive:
     loads (Spark's, Delta's, the JDK's), parsed and verified once, which later starts map instead
     of loading them again.
 
-    Keyed by the Java runtime, Spark's version and the jars on the class path; a JVM for which it
-    does not fit ignores it. Without one, this run trains it: the JVM writes it as it exits (~13 s
-    once, ~180 MB; later runs take ~1.4-2 s less: ``bench/engine_command.py``), one run at a time
-    (a lock; the others run without), kept only if the JVM exited by itself (:meth:`finish`).
-    ``ENGINE_CDS=off``: no archive. Nothing here fails a run."""
+    Keyed by the Java runtime, Spark's version and the jars on the class path. A run starts on the
+    archive of its key, else on the most recently used one (the JVM maps it only if it fits, e.g.
+    a class path with jars appended, and otherwise runs as without; its CDS log is off). It is
+    written only when asked, ``ENGINE_CDS=train``: that run's JVM writes it as it exits, one run
+    at a time (a lock; the others run without), kept only if the JVM exited by itself
+    (:meth:`finish`). ``ENGINE_CDS=off``: no archive. Nothing here fails a run."""
 
     KEPT = 3
     """Archives kept (the most recently used): for as many runtimes or class paths in use."""
@@ -39,12 +42,14 @@ class ClassArchive:
         self.training: Path | None = None
         self._lock: Any = None
         self.archive: Path | None = None
-        off = os.environ.get("ENGINE_CDS", "on") == "off" or not local_driver  # a cluster's driver: not this JVM
+        mode = os.environ.get("ENGINE_CDS", "on")
+        off = mode == "off" or not local_driver  # a cluster's driver: not this JVM
         if off or any(c.isspace() for c in str(cache)) or (key := _archive_key(class_path)) is None:
             return  # spark-submit splits the driver's options at spaces
         folder = cache / "cds"
         self.archive = folder / f"{key}.jsa"
-        if self._use():
+        if mode != "train":
+            self._use(self.archive if self.archive.is_file() else _most_recent(folder))
             return
         if (folder / f"{key}.failed").exists():
             return  # this runtime wrote no archive when asked (no base archive?): do not ask every run
@@ -55,26 +60,21 @@ class ClassArchive:
         except OSError:  # a read-only cache, or another run is training: run without
             self._release()
             return
-        if self._use():  # trained meanwhile
-            self._release()
-            return
         for left in folder.glob("*.tmp"):  # of a training killed with its wrapper: none runs now
             left.unlink(missing_ok=True)
         self.training = folder / f"{key}.jsa.{os.getpid()}.tmp"
-        said = "writing the driver's class archive as this run ends (once, ~15 s): later runs start faster"
-        print(f"[engine] {said} (ENGINE_CDS=off: no archive)", file=sys.stderr, flush=True)
+        said = "writing the driver's class archive as this run ends (ENGINE_CDS=train): later runs start faster"
+        print(f"[engine] {said}", file=sys.stderr, flush=True)
         # Not the JVM's warnings about each class it cannot archive: hundreds of lines a run need not show.
         self.options = [f"-XX:ArchiveClassesAtExit={self.training}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
-    def _use(self) -> bool:
-        """Start on the archive if there is one (marked as used: the least recently used go)."""
-        assert self.archive is not None
-        if not self.archive.is_file():
-            return False
+    def _use(self, archive: Path | None) -> None:
+        """Start on ``archive`` if there is one (marked as used: the least recently used go)."""
+        if archive is None:
+            return
         with contextlib.suppress(OSError):  # a read-only cache still serves it
-            os.utime(self.archive)
-        self.options = [f"-XX:SharedArchiveFile={self.archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
-        return True
+            os.utime(archive)
+        self.options = [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
     def finish(self, code: int) -> None:
         """Keep what a training run wrote if its JVM exited by itself (``code`` >= 0, whatever the
@@ -100,6 +100,15 @@ class ClassArchive:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def _most_recent(folder: Path) -> Path | None:
+    """The most recently used archive in ``folder``, if any."""
+    try:
+        archives = [p for p in folder.glob("*.jsa") if p.is_file() and not p.is_symlink()]
+        return max(archives, key=lambda p: p.stat().st_mtime, default=None)
+    except OSError:
+        return None
 
 
 def _archive_key(class_path: list[str]) -> str | None:

@@ -283,12 +283,12 @@ def test_concurrent_publishers_each_then_list_the_complete_jars(tmp_path: Path, 
         assert left == [".jars-key.lock", "jars-key"], "every other staging was discarded"
 
 
-def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
+def test_a_run_asked_to_trains_the_driver_class_archive_and_later_runs_map_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With a real JVM: a run without an archive trains one as its JVM exits (one run at a time;
-    a run killed by a signal keeps nothing), and the next JVM maps it (``-Xshare:on`` fails a
-    JVM that cannot)."""
+    """With a real JVM: no run writes an archive unasked; one with ``ENGINE_CDS=train`` does as
+    its JVM exits (one run at a time; a run killed by a signal keeps nothing), and the next JVM
+    maps it (``-Xshare:on`` fails a JVM that cannot), as does a run on another class path."""
     import os
     import shutil
 
@@ -296,6 +296,11 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     assert java, "the tests need Java"
+    unasked = class_archive.ClassArchive(tmp_path, [])
+    assert (unasked.options, unasked.training) == ([], None), "no archive, none asked for: none written"
+    assert not (tmp_path / "cds").exists()
+
+    monkeypatch.setenv("ENGINE_CDS", "train")
     killed = class_archive.ClassArchive(tmp_path, [])
     assert killed.training is not None and f"-XX:ArchiveClassesAtExit={killed.training}" in killed.options
     killed.finish(-signal.SIGKILL)
@@ -311,6 +316,7 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     first.finish(trained.returncode)
     assert first.archive is not None and first.archive.stat().st_size > 0 and not first.training.exists()
 
+    monkeypatch.delenv("ENGINE_CDS")
     later = class_archive.ClassArchive(tmp_path, [])
     assert later.training is None and f"-XX:SharedArchiveFile={first.archive}" in later.options
     mapped = subprocess.run([java, "-Xshare:on", *later.options, "-version"], capture_output=True, text=True)
@@ -318,14 +324,18 @@ def test_the_first_run_trains_the_driver_class_archive_and_later_runs_map_it(
     cmd = launch.command(["job=x"], tmp_path, archive=later)
     assert f"-XX:SharedArchiveFile={first.archive}" in cmd[cmd.index("--driver-java-options") + 1]
 
-    other = [str(tmp_path / "other.jar")]  # another class path: another archive
+    other = [str(tmp_path / "other.jar")]  # another class path: the most recent archive, which the JVM checks
+    appended = class_archive.ClassArchive(tmp_path, other)
+    assert appended.training is None and f"-XX:SharedArchiveFile={first.archive}" in appended.options
+    extended = subprocess.run(
+        [java, "-Xshare:on", *appended.options, "-cp", other[0], "-version"], capture_output=True, text=True
+    )
+    assert extended.returncode == 0, extended.stderr  # a class path with a jar appended still maps it
+    monkeypatch.setenv("ENGINE_CDS", "train")
     silent = class_archive.ClassArchive(tmp_path, other)
     assert silent.training is not None
     silent.finish(0)  # its JVM exited by itself yet wrote nothing: later runs do not ask again
-    assert (
-        class_archive.ClassArchive(tmp_path, other).options,
-        class_archive.ClassArchive(tmp_path, other).training,
-    ) == ([], None)
+    assert class_archive.ClassArchive(tmp_path, other).training is None
     assert class_archive.ClassArchive(tmp_path, [], local_driver=False).options == [], "a cluster's driver is elsewhere"
     assert class_archive.ClassArchive(tmp_path / "a b", []).options == [], "spark-submit splits options at spaces"
     monkeypatch.setenv("ENGINE_CDS", "off")

@@ -109,8 +109,8 @@ def assert_set_up_from_central(tree: Tree, done: subprocess.CompletedProcess[str
 
 def test_the_set_up_runs_no_job_and_leaves_the_users_home_alone(tmp_path: Path) -> None:
     """The rest of the set-up, with the JVM packages already there (this tree's, linked in): it
-    runs no job (the class archive is written by the first run as it exits, not by a demo run of
-    the set-up's: issue 59) and writes nothing in the user's home."""
+    runs no job (the class archive is written only by a run asked to, ``ENGINE_CDS=train``, not by
+    a demo run of the set-up's: issue 59) and writes nothing in the user's home."""
     tree = Tree(tmp_path)
     (tree.root / "jvm-packages.txt").unlink()
     (tree.root / "jvm-packages.txt").symlink_to(REPO / "jvm-packages.txt")

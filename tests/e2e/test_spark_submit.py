@@ -263,17 +263,31 @@ def test_the_readme_s_quoted_override_values_arrive_intact() -> None:
         assert node == want, key
 
 
-def test_the_first_run_writes_the_class_archive_and_later_drivers_start_on_it(tmp_path: Path) -> None:
-    """The set-up runs no job; the first run through ``spark-submit.sh`` writes the driver JVM's
-    class archive as it exits (engine/cli/launch.py, ``ClassArchive``) and later ones map it: with
-    ``-Xshare:on`` the JVM refuses to start unless it maps the archive it is given, and its CDS log
-    names the archive as the dynamic layer it mapped."""
+def test_no_run_writes_the_class_archive_unasked_and_drivers_start_on_the_one_written(tmp_path: Path) -> None:
+    """The set-up runs no job and a run writes no class archive unless asked (``ENGINE_CDS=train``,
+    which the test command takes once before the tests; here too when there is none); drivers
+    start on it: with ``-Xshare:on`` the JVM refuses to start unless it maps the archive it is
+    given, and its CDS log names the archive as the dynamic layer it mapped."""
     if os.environ.get("ENGINE_CDS") == "off":
         pytest.skip("ENGINE_CDS=off: no class archive")
+    folder = REPO / ".cache" / "cds"
+    if not list(folder.glob("*.jsa")):
+        env = {**os.environ, "ENGINE_CDS": "train"}
+        trained = subprocess.run(
+            [*SUBMIT, "job=demo/orders", f"warehouse={tmp_path}", "mode=validate"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+            env=env,
+        )
+        assert trained.returncode == 0, trained.stderr[-3000:]
+    before = {p.name: p.stat().st_size for p in folder.glob("*.jsa")}
     first = submit("job=demo/orders", f"warehouse={tmp_path}", "mode=validate")
     assert first.returncode == 0, first.stderr[-3000:]
-    archives = sorted((REPO / ".cache" / "cds").glob("*.jsa"), key=lambda p: p.stat().st_mtime)
-    assert archives, "the first run should have written a class archive in .cache/cds/"
+    assert "writing the driver's class archive" not in first.stderr, "no run writes one unasked"
+    assert {p.name: p.stat().st_size for p in folder.glob("*.jsa")} == before
+    archives = sorted(folder.glob("*.jsa"), key=lambda p: p.stat().st_mtime)
     opts = "-Xshare:on -Xlog:cds=info"
     proc = submit("--driver-java-options", opts, "job=demo/orders", f"warehouse={tmp_path}", "mode=validate")
     assert proc.returncode == 0, proc.stderr[-3000:]
