@@ -22,8 +22,9 @@ Each round times three whole processes, one after the other, each started by ``s
   costs on a cold JVM, which no first run on this platform can go under.
 
 ``spark-submit.sh`` starts the driver JVM on the class archive a run with ``ENGINE_CDS=train``
-wrote (``.cache/cds/``, the test command writes one); the bench says whether it is there. ``--compare-cds`` also times the first three
-with ``ENGINE_CDS=off`` in the same rounds, to show what the archive saves.
+wrote (``.cache/cds/``, the test command writes one); the bench says whether it is there.
+``--compare-cds`` also times the first three with ``ENGINE_CDS=off`` in the same rounds, to show
+what the archive saves.
 
 Goals: ``nothing - empty <= 1.5 s`` and ``first - empty <= 4 s``, medians of the rounds; the bench
 also prints ``first / hand`` and how far over the floor the first run is. Every run must exit 0;
