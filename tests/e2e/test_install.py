@@ -98,7 +98,7 @@ def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, 
     cwd, wh = tmp_path / "work", tmp_path / "wh"
     shutil.copytree(REPO / "jobs" / "demo", cwd / "jobs" / "demo")  # jobs: ./jobs by default
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "PYTHON", "ENGINE_"))}
-    env.update(ENGINE_JARS=str(REPO / ".cache" / "jars"), ENGINE_CACHE=str(tmp_path / "cache"))
+    env.update(ENGINE_JARS=str(REPO / ".cache" / "jars"), ENGINE_CACHE=str(tmp_path / "cache"), ENGINE_CDS="train")
     spark = ["--master", "local[2]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false"]
     proc = subprocess.run(
         [installed / "engine", *spark, "job=demo/orders", f"warehouse={wh}"],
@@ -115,7 +115,7 @@ def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, 
     assert sorted(r["order_id"] for r in orders) == list(range(1, 41))
     assert sorted(p.name for p in cwd.iterdir()) == ["jobs"], "nothing else lands in the working directory"
     assert [p.suffix for p in (tmp_path / "cache").glob("engine-*")] == [".zip"], "the package went to executors"
-    (archive,) = (tmp_path / "cache" / "cds").glob("*.jsa")  # the driver's classes, for the next runs
+    (archive,) = (tmp_path / "cache" / "cds").glob("*.jsa")  # asked for: the driver's classes, for the next runs
     assert archive.stat().st_size > 0
 
 
