@@ -19,14 +19,10 @@ from tests.e2e import REPO, SUBMIT
 pytestmark = pytest.mark.e2e
 
 
-def submit(*args: str, timeout: int = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*SUBMIT, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
+def submit(
+    *args: str, timeout: int = 600, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SUBMIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -273,14 +269,7 @@ def test_no_run_writes_the_class_archive_unasked_and_drivers_start_on_the_one_wr
     folder = REPO / ".cache" / "cds"
     if not list(folder.glob("*.jsa")):
         env = {**os.environ, "ENGINE_CDS": "train"}
-        trained = subprocess.run(
-            [*SUBMIT, "job=demo/orders", f"warehouse={tmp_path}", "mode=validate"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=REPO,
-            env=env,
-        )
+        trained = submit("job=demo/orders", f"warehouse={tmp_path}", "mode=validate", env=env)
         assert trained.returncode == 0, trained.stderr[-3000:]
     before = {p.name: p.stat().st_size for p in folder.glob("*.jsa")}
     first = submit("job=demo/orders", f"warehouse={tmp_path}", "mode=validate")
