@@ -49,7 +49,7 @@ class ClassArchive:
         folder = cache / "cds"
         self.archive = folder / f"{key}.jsa"
         if mode != "train":
-            self._use(self.archive if self.archive.is_file() else _most_recent(folder))
+            self._use(self.archive if self.archive.is_file() else most_recent(folder))
             return
         if (folder / f"{key}.failed").exists():
             return  # this runtime wrote no archive when asked (no base archive?): do not ask every run
@@ -102,7 +102,7 @@ class ClassArchive:
             self._lock = None
 
 
-def _most_recent(folder: Path) -> Path | None:
+def most_recent(folder: Path) -> Path | None:
     """The most recently used archive in ``folder``, if any."""
     try:
         archives = [p for p in folder.glob("*.jsa") if p.is_file() and not p.is_symlink()]

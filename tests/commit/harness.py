@@ -158,8 +158,9 @@ def _java_options() -> str:
     run wrote (the most recent, when there is one: a JVM ignores one that does not fit it), and C1
     only: a crash run is a short job whose compiling C2 would not repay. Together they take a third
     off each driver's time."""
-    archives = sorted((REPO / ".cache" / "cds").glob("*.jsa"), key=lambda p: p.stat().st_mtime)
-    archive = archives[-1] if archives else None
+    from engine.platform.class_archive import most_recent
+
+    archive = most_recent(REPO / ".cache" / "cds")
     opts = ["-XX:TieredStopAtLevel=1"]
     if archive is not None and os.environ.get("ENGINE_CDS", "on") != "off":
         opts += [f"-XX:SharedArchiveFile={archive.resolve()}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
