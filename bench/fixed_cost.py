@@ -97,9 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     def demo(warehouse: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
         return submit(["job=demo/orders", f"warehouse={warehouse}"], env=env)
 
-    from engine.platform.class_archive import most_recent
-
-    print(f"class archive: {most_recent(ROOT / '.cache' / 'cds') or 'none (ENGINE_CDS=train writes one)'}")
+    archives = sorted((ROOT / ".cache" / "cds").glob("*.jsa"), key=lambda a: a.stat().st_mtime)
+    print(f"class archive: {archives[-1] if archives else 'none (ENGINE_CDS=train writes one)'}")
     off = {"ENGINE_CDS": "off"}
 
     failures: list[str] = []
