@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up used by spark-submit.sh and scripts/test.sh: a virtualenv with the pinned Python
-# packages (.venv/) and the JVM packages (.cache/jars/). Each part is redone only when its input
-# changes (a stamp holds the input's hash), so a second call costs ~0.1 s and needs no network. It runs
-# no job: the driver JVM's class archive (.cache/cds/) is written only when asked, by a run with
-# ENGINE_CDS=train (engine/platform/class_archive.py).
+# packages (.venv/) and the JVM packages (.cache/jars/); `bootstrap.sh venv` or `bootstrap.sh jars`
+# does one part. Each part is redone only when its input changes (a stamp holds the input's hash),
+# so a second call costs ~0.1 s and needs no network. It runs no job: the driver JVM's class archive
+# (.cache/cds/) is written only when asked, by a run with ENGINE_CDS=train (engine/platform/class_archive.py).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -53,5 +53,10 @@ ensure_jars() {
 }
 
 mkdir -p "$cache"
-ensure_venv
-ensure_jars
+for part in ${*:-venv jars}; do
+  case "$part" in
+    venv) ensure_venv ;;
+    jars) ensure_jars ;;
+    *) log "unknown part '$part' (venv, jars)"; exit 2 ;;
+  esac
+done

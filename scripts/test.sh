@@ -1,29 +1,87 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up (idempotent: .venv, JVM jars, PostgreSQL server binaries, Kafka broker jars,
-# Chromium), lint (ruff), types (mypy), layer contracts (import-linter), then pytest. Extra arguments go to
-# pytest (e.g. -k converters, -m "not e2e").
+# Chromium), lint (ruff), types (mypy), layer contracts (import-linter), the docs build, then pytest.
+#   scripts/test.sh [--quick] [pytest args]
+# --quick: the inner loop (every package, no whole commands nor crash drivers: `-m "not slow"`, see
+# tests/conftest.py), minutes instead of the full gate. Extra arguments go to pytest (e.g. -k converters).
+#
+# Where the time went: every phase here and every test's set-up/call/tear-down land in
+# .cache/test-timing/ (tests/timing.py), and the top of that report is printed at the end.
+# Nothing is left behind: everything the run writes outside the clone (pytest's temp, Spark's and the
+# JVMs' temp files, the services' data) goes under one folder, $TMPDIR for the run, removed at the end;
+# a later run removes what a killed one left; and the run fails if anything new remains in the system
+# temp folder (ENGINE_TEST_TMP_CHECK=off: not checked, for a machine whose temp folder others write to).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$root/scripts/bootstrap.sh"
-bash "$root/scripts/postgres.sh" install
-bash "$root/scripts/kafka.sh" install
-bash "$root/scripts/chromium.sh" install
-cd "$root"
+quick=()
+if [ "${1:-}" = --quick ]; then quick=(-m "not slow"); shift; fi
 venv="$root/.venv/bin"
+timing="$root/.cache/test-timing"
+mkdir -p "$timing" && : >"$timing/phases.tsv"
+
+phase() {  # phase NAME COMMAND...: run it and add "NAME<TAB>seconds" to the timing report
+  local name="$1" start="$EPOCHREALTIME" rc=0
+  shift
+  "$@" || rc=$?
+  awk -v n="$name" -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%s\t%.1f\n", n, b - a }' >>"$timing/phases.tsv"
+  return "$rc"
+}
+
+# -- one temp root for the run ---------------------------------------------------------------------
+systmp="${TMPDIR:-/tmp}"
+for old in "$systmp"/engine-tests.*; do  # a killed run's root, once its run is gone
+  [ -d "$old" ] || continue
+  owner="$(cat "$old/.owner" 2>/dev/null || true)"
+  if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then continue; fi
+  rm -rf "$old"
+done
+before="$(ls -A "$systmp" | sort)"
+run_tmp="$(mktemp -d "$systmp/engine-tests.XXXXXX")"
+echo $$ >"$run_tmp/.owner"
+trap 'rm -rf "$run_tmp"' EXIT
+export TMPDIR="$run_tmp"
+
+left_in_system_temp() {  # what the run made in the system temp folder besides its own root
+  comm -13 <(printf '%s\n' "$before") <(ls -A "$systmp" | sort) | grep -vx "$(basename "$run_tmp")" || true
+}
+
+# -- set-up, lints, docs ---------------------------------------------------------------------------
+phase virtualenv bash "$root/scripts/bootstrap.sh" venv
+phase jvm-packages bash "$root/scripts/bootstrap.sh" jars
+phase postgresql bash "$root/scripts/postgres.sh" install
+phase kafka bash "$root/scripts/kafka.sh" install
+phase chromium bash "$root/scripts/chromium.sh" install
+cd "$root"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYSPARK_PYTHON="$venv/python"
-echo "== ruff" && "$venv/ruff" check .
-echo "== mypy" && "$venv/mypy"
-echo "== import-linter" && "$venv/lint-imports" --no-cache
-echo "== docs" && "$venv/mkdocs" build --strict --quiet --site-dir "$root/.cache/site"  # broken links fail
+echo "== ruff" && phase ruff "$venv/ruff" check .
+echo "== mypy" && phase mypy "$venv/mypy"
+echo "== import-linter" && phase import-linter "$venv/lint-imports" --no-cache
+echo "== docs" && phase docs "$venv/mkdocs" build --strict --quiet --site-dir "$root/.cache/site"  # broken links fail
 # The driver JVM's class archive, written once by a demo run before the tests (ENGINE_CDS=train: no
 # run writes one unasked): the crash matrix's drivers and every e2e run then start on it. Never
 # fails the suite; ENGINE_CDS=off: none.
-if [ "${ENGINE_CDS:-on}" != off ] && ! ls "$root"/.cache/cds/*.jsa >/dev/null 2>&1; then
-  echo "== class archive (once)"
+warm_archive() {
+  local warm
   warm="$(mktemp -d)"
   env $(compgen -e | grep '^ENGINE_' | sed 's/^/-u /') ENGINE_CDS=train ENGINE_LOG_DIR="$warm/logs" \
     "$root/spark-submit.sh" job=demo/orders "warehouse=$warm/lake" progress=off >"$warm/out.log" 2>&1 || true
   rm -rf "$warm"
+}
+if [ "${ENGINE_CDS:-on}" != off ] && ! ls "$root"/.cache/cds/*.jsa >/dev/null 2>&1; then
+  echo "== class archive (once)" && phase class-archive warm_archive
 fi
-echo "== pytest" && "$venv/python" -m pytest --durations=40 "$@"  # the slowest 40: where CI time goes
+
+# -- the tests -------------------------------------------------------------------------------------
+rc=0
+echo "== pytest" && phase pytest "$venv/python" -m pytest "${quick[@]}" "$@" || rc=$?
+"$venv/python" -m tests.timing 70 || true
+
+rm -rf "$run_tmp"
+left="$(left_in_system_temp)"
+if [ -n "$left" ] && [ "${ENGINE_TEST_TMP_CHECK:-on}" != off ]; then
+  echo "== left in $systmp by this run (it must leave nothing there: give it a place under \$TMPDIR):" >&2
+  printf '  %s\n' $left >&2
+  [ "$rc" -ne 0 ] || rc=1
+fi
+exit "$rc"

@@ -24,7 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
         atexit.register(shutil.rmtree, os.environ["ENGINE_LOG_DIR"], True)
 
 
-pytest_plugins = ["tests.kafka", "tests.postgres", "tests.s3"]
+pytest_plugins = ["tests.kafka", "tests.postgres", "tests.s3", "tests.timing"]
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,12 @@ def spark() -> Iterator[object]:
     from engine.runtime.session import build_session, cached_class_path, cached_jars
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
+    from engine.platform.jvm_temp import java_tmpdir_options
+
+    java = " ".join(java_tmpdir_options())  # Spark's and the JVM's temp files under the run's TMPDIR
+    os.environ.setdefault(
+        "PYSPARK_SUBMIT_ARGS", f"--driver-memory 2g {f'--driver-java-options {java} ' if java else ''}pyspark-shell"
+    )
     session = build_session(
         "engine-tests",
         {
@@ -59,8 +64,15 @@ def lake(tmp_path: Path) -> Path:
     return path
 
 
+SLOW_MARKERS = ("e2e", "crash", "cluster")
+"""Markers of tests that start a process or a server of their own (a whole command, a driver killed at a
+point, a standalone cluster): ``slow`` too, which ``scripts/test.sh --quick`` leaves out."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
         if "postgres" in getattr(item, "fixturenames", ()):

@@ -311,7 +311,8 @@ class _Broker:
         # The client JIT only and the serial collector: a test broker starts in about half the time (on two
         # cores, C2 compiler threads and G1's would compete with the broker's start-up and with Spark's JVM).
         quick = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-        return [self.java, *quick, "-Djava.awt.headless=true", log4j, "-cp", self.classpath, *args]
+        temp = f"-Djava.io.tmpdir={self.base}"  # its native libraries' copies go with the broker's folder
+        return [self.java, *quick, "-Djava.awt.headless=true", temp, log4j, "-cp", self.classpath, *args]
 
     def configure(self, port: int, controller_port: int) -> None:
         self.port = port

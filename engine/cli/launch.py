@@ -49,6 +49,7 @@ from engine.cli.stop_relay import StopRelay
 from engine.config.paths import conf_dir, jobs_root, packaged_file
 from engine.config.secrets import key_command
 from engine.platform.class_archive import ClassArchive, pyspark_dir
+from engine.platform.jvm_temp import java_tmpdir_options
 
 __all__ = ["main", "split_args"]
 
@@ -277,7 +278,7 @@ def command(argv: list[str], cache: Path, *, archive: ClassArchive | None = None
     jars = engine_jars(cache) + ([own["--jars"]] if own.get("--jars") else [])
     class_path = ":".join(driver_class_path(own, cache))
     log4j = f"-Dlog4j2.configurationFile=file:{conf_dir() / 'log4j2.properties'}"
-    java = " ".join([log4j, *(archive.options if archive else [])])
+    java = " ".join([log4j, *java_tmpdir_options(), *(archive.options if archive else [])])
     return [
         _spark_submit(),
         "--master",

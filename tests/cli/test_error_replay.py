@@ -112,6 +112,7 @@ def test_replay_publishes_what_passes_now_once_and_leaves_the_rest(rejected: tup
 
 # The replay's sequence (sinks in name order): 1 av, 2 js, 3 lake (Delta), 4 pq, 5 the marks
 # (_engine/replayed), then the staging deleted and the replay's watermark set.
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["after_plan_saved", "after_step:3", "after_step:5"])
 def test_a_replay_killed_then_run_again_publishes_each_record_once(
     rejected: tuple[Path, Path, Inputs], point: str
@@ -287,6 +288,7 @@ def test_replay_refuses_a_dag_it_cannot_read_back_before_planning(spark: Any, tm
     assert sink_ids(wh)["delta"] == inputs.good  # the live run's, nothing more
 
 
+@pytest.mark.crash
 @pytest.mark.postgres
 def test_a_live_batch_left_unfinished_is_finished_by_a_replay_with_its_database_error_sink(
     spark: Any, tmp_path: Path, postgres: Any

@@ -161,7 +161,9 @@ def _java_options() -> str:
     from engine.platform.class_archive import most_recent
 
     archive = most_recent(REPO / ".cache" / "cds")
-    opts = ["-XX:TieredStopAtLevel=1"]
+    from engine.platform.jvm_temp import java_tmpdir_options
+
+    opts = ["-XX:TieredStopAtLevel=1", *java_tmpdir_options()]
     if archive is not None and os.environ.get("ENGINE_CDS", "on") != "off":
         opts += [f"-XX:SharedArchiveFile={archive.resolve()}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
     return f"--driver-java-options '{' '.join(opts)}' "

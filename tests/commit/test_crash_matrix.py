@@ -36,6 +36,7 @@ POINTS = [
 ]
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("policy", ["full", "partial"])
 @pytest.mark.parametrize("point", POINTS)
 def test_crash_then_rerun_publishes_exactly_once(spark: Any, tmp_path: Path, point: str, policy: str) -> None:

@@ -26,6 +26,7 @@ POINTS = [
 ]
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", POINTS)
 def test_crash_then_rerun_on_an_s3_warehouse_publishes_exactly_once(
     spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str

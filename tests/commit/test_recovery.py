@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from deltalake import DeltaTable
 
 from engine.commit.lease import Lease
@@ -16,6 +17,7 @@ def _dag(summary: dict[str, Any], name: str) -> dict[str, Any]:
     return next(d for d in summary["dags"] if d["name"] == name)
 
 
+@pytest.mark.crash
 def test_a_batch_that_cannot_be_published_is_quarantined_and_the_rest_goes_on(spark: Any, tmp_path: Path) -> None:
     wh, jobs = tmp_path / "wh", tmp_path / "jobs"
     write_job(jobs, wh, max_attempts=2, other_dag=True)
@@ -95,6 +97,7 @@ def test_a_second_run_of_the_same_job_exits_3_and_touches_nothing(spark: Any, tm
     check_exactly_once(wh, inputs)
 
 
+@pytest.mark.crash
 def test_two_jobs_run_at_once_against_one_fresh_metadata_location(tmp_path: Path) -> None:
     wh, jobs = tmp_path / "wh", tmp_path / "jobs"
     write_job(jobs, wh)

@@ -247,6 +247,7 @@ def test_the_reference_is_read_inside_the_run_so_a_stop_cancels_it(spark: Any, l
         assert str(j.jobGroup().get()).startswith("run-1:t:wu"), j.jobGroup()
 
 
+@pytest.mark.crash
 def test_a_batch_re_executed_after_a_crash_joins_the_reference_version_it_planned(spark: Any, tmp_path: Path) -> None:
     """The reference's version is kept with the batch plan, as its input files are: a crash once
     the plan is stored, a new version of the reference, then the rerun re-executes the stored plan

@@ -143,6 +143,7 @@ def test_two_destinations_share_their_first_hop_and_it_runs_once(spark: object, 
     assert [h["after"] for h in plan["hops"]] == [[], ["landing_to_lake"], ["landing_to_lake"]]
 
 
+@pytest.mark.crash
 def test_a_kill_during_the_second_hop_then_a_rerun_finishes_it_and_reads_nothing_new(
     spark: object, tmp_path: Path
 ) -> None:

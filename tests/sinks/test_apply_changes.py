@@ -222,6 +222,7 @@ def test_a_run_again_after_its_commit_changes_nothing(spark: Any, tmp_path: Path
 POINTS = ["after_staging", "after_sequence_written", "after_step:1", "after_step:2", "after_step:3", "before_done"]
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", POINTS)
 def test_a_crash_at_any_step_then_reruns_leave_the_table_the_rules_give(spark: Any, tmp_path: Path, point: str) -> None:
     wh, jobs = tmp_path / "wh", tmp_path / "jobs"
@@ -330,6 +331,7 @@ def test_a_late_event_older_than_a_hard_delete_of_an_earlier_run_inserts_nothing
     assert _tombstones(wh) == runs[-1][2]
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("deletes", [False, True])
 def test_a_crash_after_the_staging_is_deleted_replays_whether_the_batch_deleted_or_not(
     spark: Any, tmp_path: Path, deletes: bool

@@ -132,6 +132,7 @@ def test_mistakes_are_config_errors_and_write_nothing(
 POINTS = ["after_staging", "mid_step:1", "after_step:1", "mid_step:3", "after_step:4"]
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", POINTS)
 def test_a_killed_publish_then_reruns_leave_every_row_once(
     spark: Any, tmp_path: Path, postgres: Any, point: str

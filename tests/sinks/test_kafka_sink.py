@@ -79,6 +79,7 @@ def test_a_string_value_and_a_missing_column(spark: Any, lake: Path, kafka: Any)
 
 # The job's sequence: 1 send to Kafka, 2 delete staging, 3 set the watermark. mid_step:1 is after
 # every message was sent and before the batch is marked sent.
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["after_staging", "mid_step:1", "after_step:1"])
 def test_a_killed_run_then_reruns_send_every_row_with_repeats_identifiable(
     spark: Any, tmp_path: Path, kafka: Any, point: str

@@ -267,6 +267,7 @@ def test_unreachable_brokers_fail_within_the_timeout(spark: Any, lake: Path, kaf
     assert time.monotonic() - started < 20, "the planner waits about `timeout`, not Kafka's default minute"
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["after_plan_saved", "after_step:1"])
 def test_a_killed_run_then_reruns_publish_every_message_exactly_once(
     spark: Any, tmp_path: Path, kafka: Any, point: str
@@ -320,6 +321,7 @@ def test_a_run_limit_is_shared_by_topics_least_recently_committed_first(spark: A
     assert delta_ids(lake / "out") == [*range(30), *range(100, 130)]
 
 
+@pytest.mark.crash
 def test_offsets_deleted_after_the_plan_was_stored_are_a_noted_gap_under_skip(
     spark: Any, tmp_path: Path, kafka: Any
 ) -> None:
