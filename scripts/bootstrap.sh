@@ -10,7 +10,7 @@ venv="$root/.venv"
 cache="$root/.cache"
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
-stamp_of() { sha256sum "$@" | sha256sum | cut -c1-16; }
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }  # the inputs' contents, not their paths: a clone shares a stamp
 
 python_bin() {
   for p in "${ENGINE_PYTHON:-}" python3.11 python3.12 python3.10 python3; do
