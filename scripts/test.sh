@@ -2,8 +2,8 @@
 # The whole test suite: set-up (idempotent: .venv, JVM jars, PostgreSQL server binaries, Kafka broker jars,
 # Chromium), lint (ruff), types (mypy), layer contracts (import-linter), the docs build, then pytest.
 #   scripts/test.sh [--quick] [pytest args]
-# --quick: the inner loop (every package, no whole commands nor crash drivers: `-m "not slow"`, see
-# tests/conftest.py), minutes instead of the full gate. Extra arguments go to pytest (e.g. -k converters).
+# --quick: the inner loop (every test module, its first few tests that start no whole command, crash
+# driver nor cluster: tests/conftest.py), minutes instead of the full gate. Extra arguments go to pytest.
 #
 # Where the time went: every phase here and every test's set-up/call/tear-down land in
 # .cache/test-timing/ (tests/timing.py), and the top of that report is printed at the end.
@@ -14,7 +14,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick=()
-if [ "${1:-}" = --quick ]; then quick=(-m "not slow"); shift; fi
+if [ "${1:-}" = --quick ]; then quick=(--quick); shift; fi
+# Two pytest-xdist workers, each with its own SparkSession and servers: on two cores one test seldom
+# keeps both busy (docs/contributing/testing.md has the measurement). ENGINE_TEST_WORKERS=1: one process.
+workers="${ENGINE_TEST_WORKERS:-2}"
+xdist=()
+if [ "$workers" != 1 ]; then xdist=(-n "$workers" --dist worksteal); fi
 venv="$root/.venv/bin"
 timing="$root/.cache/test-timing"
 mkdir -p "$timing" && : >"$timing/phases.tsv"
@@ -74,7 +79,7 @@ fi
 
 # -- the tests -------------------------------------------------------------------------------------
 rc=0
-echo "== pytest" && phase pytest "$venv/python" -m pytest "${quick[@]}" "$@" || rc=$?
+echo "== pytest" && phase pytest "$venv/python" -m pytest "${xdist[@]}" "${quick[@]}" "$@" || rc=$?
 "$venv/python" -m tests.timing 70 || true
 
 rm -rf "$run_tmp"

@@ -66,10 +66,21 @@ def lake(tmp_path: Path) -> Path:
 
 SLOW_MARKERS = ("e2e", "crash", "cluster")
 """Markers of tests that start a process or a server of their own (a whole command, a driver killed at a
-point, a standalone cluster): ``slow`` too, which ``scripts/test.sh --quick`` leaves out."""
+point, a standalone cluster): ``slow`` too, which ``--quick`` leaves out."""
+
+QUICK_PER_MODULE = 4
+"""How many tests of each module ``--quick`` keeps (the first, in file order, that are not slow)."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help=f"the inner loop: no slow tests, the first {QUICK_PER_MODULE} of each module (scripts/test.sh --quick)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
@@ -79,3 +90,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if "kafka" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
+    if config.getoption("--quick"):
+        _keep_quick(config, items)
+
+
+def _keep_quick(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every module still runs (each package is touched), but only its first few fast tests."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    per_module: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if item.get_closest_marker("slow") or per_module.get(module, 0) >= QUICK_PER_MODULE:
+            dropped.append(item)
+            continue
+        per_module[module] = per_module.get(module, 0) + 1
+        kept.append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
