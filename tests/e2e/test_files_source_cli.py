@@ -1,28 +1,23 @@
-"""The files source's ``on_corrupt`` through ./spark-submit.sh, as a user meets it: a truncated
+"""The files source's ``on_corrupt`` through the command line, as a user meets it (``run_cli``: the
+command line of ``./spark-submit.sh`` in this process, on the test session's Spark): a truncated
 gzip fails the run with a message naming the key to set; setting it skips the file and records it."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import subprocess
 from pathlib import Path
+from typing import Any
 
-import pytest
 from deltalake import DeltaTable
 
-from tests.e2e import REPO, SUBMIT
+from tests.e2e import REPO
+from tests.helpers import run_cli
 
-pytestmark = pytest.mark.e2e
 ORDERS = REPO / "jobs" / "demo" / "data" / "orders.json"
 
 
-def submit(*args: str) -> tuple[int, dict[str, object], str]:
-    proc = subprocess.run([*SUBMIT, *args], capture_output=True, text=True, timeout=600, cwd=REPO)
-    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout + proc.stderr
-
-
-def test_a_truncated_gzip_fails_naming_the_key_and_is_skipped_once_it_is_set(tmp_path: Path) -> None:
+def test_a_truncated_gzip_fails_naming_the_key_and_is_skipped_once_it_is_set(spark: Any, tmp_path: Path) -> None:
     land = tmp_path / "land"
     land.mkdir()
     (land / "a.json.gz").write_bytes(gzip.compress(ORDERS.read_bytes()))
@@ -31,13 +26,13 @@ def test_a_truncated_gzip_fails_naming_the_key_and_is_skipped_once_it_is_set(tmp
     wh = tmp_path / "wh"
     args = ["job=demo/orders", f"warehouse={wh}", f"job.sources.orders.path={land}/*.json.gz"]
 
-    code, failed, output = submit(*args)
+    code, failed, output = run_cli(REPO / "jobs", *args)
     assert code == 1, output[-3000:]
-    (dag,) = failed["dags"]  # type: ignore[misc]
+    (dag,) = failed["dags"]
     assert "b.json.gz" in dag["message"] and "set `job.sources.orders.on_corrupt = skip`" in dag["message"]
     assert not (wh / "orders").exists()
 
-    code, skipped, output = submit(*args, "job.sources.orders.on_corrupt=skip")
+    code, skipped, output = run_cli(REPO / "jobs", *args, "job.sources.orders.on_corrupt=skip")
     assert code == 0, output[-3000:]
     assert (skipped["status"], skipped["records_read"], skipped["errors"]) == ("SUCCEEDED", 49, 8)
     errors = DeltaTable(str(wh / "_errors" / "orders")).to_pyarrow_table().to_pylist()

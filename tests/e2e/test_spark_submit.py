@@ -1,4 +1,10 @@
-"""End to end through ./spark-submit.sh, as a user runs it; outputs checked with delta-rs/pyarrow."""
+"""The command line of ``./spark-submit.sh`` as a user runs it; outputs checked with delta-rs/pyarrow.
+
+Most tests run the command line through ``main()`` in this process, on the test session's Spark
+(:func:`here`): its exit code, its messages and its summary are the driver's, which Python writes.
+Three stay whole commands (marked ``e2e``), each saying why only a real process shows what it
+checks: output hygiene of the process, the shell's and spark-submit's argument splitting, and the
+JVM's start options (the class archive)."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import shlex
 import subprocess
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -15,8 +22,6 @@ import yaml
 from deltalake import DeltaTable
 
 from tests.e2e import REPO, SUBMIT
-
-pytestmark = pytest.mark.e2e
 
 
 def submit(
@@ -32,11 +37,59 @@ def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return parsed
 
 
+def here(*args: str) -> tuple[int, dict[str, Any], str, str]:
+    """The command line ``./spark-submit.sh <args>`` runs (jobs from the repository's ``jobs/``),
+    through ``main()`` in this process on the test session's Spark: its exit code, its last stdout
+    line parsed (``{}`` when that is not JSON: ``--cfg`` prints YAML), its stdout and its stderr.
+    ``main()`` rather than ``run_cli``: a refusal while composing (an unknown override key) prints
+    its CONFIG_ERROR summary there only. ``progress=off`` is appended, as ``run_cli`` does."""
+    import contextlib
+    import io
+    import logging
+
+    from pyspark.sql import SparkSession
+
+    from engine.cli.app import main
+
+    session = SparkSession.getActiveSession()
+    shuffle = session.conf.get("spark.sql.shuffle.partitions") if session else None
+    saved = os.environ.get("ENGINE_JOBS_DIR")
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level  # a run configures logging (debug=true: DEBUG)
+    os.environ["ENGINE_JOBS_DIR"] = str(REPO / "jobs")
+    out, err = io.StringIO(), io.StringIO()
+    code: int | None = None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main([*args, "progress=off"])
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    finally:
+        if session is not None and shuffle is not None:  # the engine's Spark profile sets its own
+            session.conf.set("spark.sql.shuffle.partitions", shuffle)
+        if saved is None:
+            os.environ.pop("ENGINE_JOBS_DIR", None)
+        else:
+            os.environ["ENGINE_JOBS_DIR"] = saved
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert code is not None, "main() returned without exiting"
+    lines = out.getvalue().strip().splitlines()
+    last = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
+    return code, last, out.getvalue(), err.getvalue()
+
+
 def rows(path: Path) -> list[dict[str, object]]:
     return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
 
 
+@pytest.mark.e2e
 def test_demo_job_end_to_end(tmp_path: Path) -> None:
+    """A whole command, for the output hygiene of a real process: the caller's directory left
+    empty (no ``spark-warehouse/`` or ``derby.log``, which the JVM makes relative to its working
+    directory), stdout only the end table and the summary while the logs go to stderr (log4j
+    writes to fd 2 itself), one progress line per phase when not on a terminal. In this process
+    only Python's writes are captured, and ``progress=off`` prints no table."""
     wh, cwd = tmp_path / "wh", tmp_path / "elsewhere"
     cwd.mkdir()
     proc = submit("job=demo/orders", f"warehouse={wh}", cwd=cwd)
@@ -88,15 +141,15 @@ def test_demo_job_end_to_end(tmp_path: Path) -> None:
     )
 
 
-def test_yaml_job_and_validate_mode(tmp_path: Path) -> None:
+def test_yaml_job_and_validate_mode(spark: Any, tmp_path: Path) -> None:
     wh = tmp_path / "wh"
-    proc = submit("job=demo/customers", f"warehouse={wh}", "mode=validate")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert summary(proc)["status"] == "VALID"
+    code, said, _, err = here("job=demo/customers", f"warehouse={wh}", "mode=validate")
+    assert code == 0, err[-3000:]
+    assert said["status"] == "VALID"
     assert not wh.exists()
 
-    proc = submit("job=demo/customers", f"warehouse={wh}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, _, _, err = here("job=demo/customers", f"warehouse={wh}")
+    assert code == 0, err[-3000:]
     assert sorted(r["customer_id"] for r in rows(wh / "customers")) == ["c000", "c001", "c003", "c005"]
     assert sorted(e["step"] for e in rows(wh / "_errors" / "customers")) == ["cast", "cast", "require"]
 
@@ -120,15 +173,16 @@ def test_yaml_job_and_validate_mode(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_config_errors_exit_2_with_one_message_and_nothing_written(tmp_path: Path, override: str, needle: str) -> None:
+def test_config_errors_exit_2_with_one_message_and_nothing_written(
+    spark: Any, tmp_path: Path, override: str, needle: str
+) -> None:
     wh = tmp_path / "wh"
-    proc = submit("job=demo/orders", f"warehouse={wh}", override)
-    # spark-submit's PythonRunner merges the driver's stderr into stdout: read both
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 2, output[-3000:]
+    code, said, out, err = here("job=demo/orders", f"warehouse={wh}", override)
+    output = out + err
+    assert code == 2, output[-3000:]
     assert needle in output
-    assert "Traceback" not in output
-    assert summary(proc)["status"] == "CONFIG_ERROR"
+    assert "Traceback" not in output  # a Python traceback: Python writes it, captured here
+    assert said["status"] == "CONFIG_ERROR"
     assert not wh.exists() or list(wh.iterdir()) == []
 
 
@@ -150,59 +204,60 @@ def test_config_errors_exit_2_with_one_message_and_nothing_written(tmp_path: Pat
     ],
 )
 def test_what_would_only_fail_on_the_executors_is_exit_2_naming_the_key(
-    tmp_path: Path, args: list[str], key: str, said: str
+    spark: Any, tmp_path: Path, args: list[str], key: str, said: str
 ) -> None:
     """A schema Spark's parser refuses and a regex that does not compile were job failures (exit 1,
     no key); both are config errors naming the key and the file, before anything is written."""
     wh = tmp_path / "wh"
-    proc = submit("job=demo/orders", f"warehouse={wh}", *args)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 2, output[-3000:]
-    message = str(summary(proc)["message"])
+    code, last, out, err = here("job=demo/orders", f"warehouse={wh}", *args)
+    output = out + err
+    assert code == 2, output[-3000:]
+    message = str(last["message"])
     assert said in message
     assert f"key `{key}`" in message and "jobs/demo/orders.conf" in message
     assert "Traceback" not in output
     assert not wh.exists() or list(wh.iterdir()) == []
 
 
-def test_debug_shows_the_traceback(tmp_path: Path) -> None:
-    proc = submit("job=demo/orders", f"warehouse={tmp_path}", "job.sinks.lake.type=delat", "debug=true")
-    assert proc.returncode == 2
-    assert "Traceback" in proc.stdout + proc.stderr
+def test_debug_shows_the_traceback(spark: Any, tmp_path: Path) -> None:
+    code, _, out, err = here("job=demo/orders", f"warehouse={tmp_path}", "job.sinks.lake.type=delat", "debug=true")
+    assert code == 2
+    assert "Traceback" in out + err
 
 
 def test_cfg_job_through_spark_submit() -> None:
-    proc = submit("job=demo/orders", "--cfg", "job")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "format: json" in proc.stdout
-    assert "hydra:" not in proc.stdout
+    """``--cfg job`` through the command line's ``main()``; that the wrapper passes it on to the
+    driver is the README quoting test's (a whole command, ``--cfg job`` too)."""
+    code, _, out, err = here("job=demo/orders", "--cfg", "job")
+    assert code == 0, err[-2000:]
+    assert "format: json" in out
+    assert "hydra:" not in out
 
 
-def test_status_checkpoint_and_an_idle_rerun_through_spark_submit(tmp_path: Path) -> None:
+def test_status_checkpoint_and_an_idle_rerun_through_spark_submit(spark: Any, tmp_path: Path) -> None:
     wh = tmp_path / "wh"
-    first = submit("job=demo/orders", f"warehouse={wh}")
-    assert first.returncode == 0, first.stderr[-3000:]
-    again = submit("job=demo/orders", f"warehouse={wh}")  # nothing new: nothing read, nothing written
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert (summary(again)["records_read"], summary(again)["sinks"]) == (0, {})
+    code, _, _, err = here("job=demo/orders", f"warehouse={wh}")
+    assert code == 0, err[-3000:]
+    code, again, _, err = here("job=demo/orders", f"warehouse={wh}")  # nothing new: nothing read, nothing written
+    assert code == 0, err[-3000:]
+    assert (again["records_read"], again["sinks"]) == (0, {})
     assert sorted(r["order_id"] for r in rows(wh / "orders")) == list(range(1, 41))
 
-    status = submit("job=demo/orders", f"warehouse={wh}", "mode=status")
-    assert status.returncode == 0, status.stderr[-3000:]
-    report = summary(status)
-    ((dataset, mark),) = [(d["dataset"], d["watermark"]) for d in report["datasets"]]  # type: ignore[union-attr]
+    code, report, status_out, err = here("job=demo/orders", f"warehouse={wh}", "mode=status")
+    assert code == 0, err[-3000:]
+    ((dataset, mark),) = [(d["dataset"], d["watermark"]) for d in report["datasets"]]
     assert dataset.startswith("files:") and mark["path"].endswith(".json")
-    assert "== datasets (current watermarks)" in status.stdout
+    assert "== datasets (current watermarks)" in status_out
 
-    no_reason = submit(
+    code, _, out, err = here(
         "job=demo/orders",
         f"warehouse={wh}",
         "mode=checkpoint",
         "checkpoint.action=reset",
         f"checkpoint.dataset={dataset}",
     )
-    assert no_reason.returncode == 2 and "checkpoint.reason" in no_reason.stdout + no_reason.stderr
-    reset = submit(
+    assert code == 2 and "checkpoint.reason" in out + err
+    code, reset, _, err = here(
         "job=demo/orders",
         f"warehouse={wh}",
         "mode=checkpoint",
@@ -210,8 +265,8 @@ def test_status_checkpoint_and_an_idle_rerun_through_spark_submit(tmp_path: Path
         f"checkpoint.dataset={dataset}",
         "checkpoint.reason=replay for the e2e test",
     )
-    assert reset.returncode == 0, reset.stderr[-3000:]
-    assert summary(reset)["status"] == "CHANGED"
+    assert code == 0, err[-3000:]
+    assert reset["status"] == "CHANGED"
     changes = rows(wh / "_engine" / "checkpoint_changes")
     assert [(c["action"], c["dataset"], c["new"], c["reason"]) for c in changes] == [
         ("reset", dataset, None, "replay for the e2e test")
@@ -245,7 +300,11 @@ def readme_overrides() -> list[str]:
     return found
 
 
+@pytest.mark.e2e
 def test_the_readme_s_quoted_override_values_arrive_intact() -> None:
+    """A whole command, for argument splitting: each value, split as the shell splits the
+    README's lines, must pass the wrapper, the launcher and spark-submit (which hands the driver
+    its arguments anew) intact; only a real process shows what the driver is given."""
     overrides = readme_overrides()
     assert sorted(o.split("=", 1)[0] for o in overrides) == sorted(QUOTED), "README and test show the same keys"
     proc = submit("job=demo/orders", "--cfg", "job", *overrides)
@@ -259,8 +318,12 @@ def test_the_readme_s_quoted_override_values_arrive_intact() -> None:
         assert node == want, key
 
 
+@pytest.mark.e2e
 def test_no_run_writes_the_class_archive_unasked_and_drivers_start_on_the_one_written(tmp_path: Path) -> None:
-    """The set-up runs no job and a run writes no class archive unless asked (``ENGINE_CDS=train``,
+    """A whole command, for set-up: the class archive is a JVM start option (``-Xshare``,
+    ``-XX:SharedArchiveFile``), taken only when a JVM starts, as the wrapper starts it.
+
+    The set-up runs no job and a run writes no class archive unless asked (``ENGINE_CDS=train``,
     which the test command takes once before the tests; here too when there is none); drivers
     start on it: with ``-Xshare:on`` the JVM refuses to start unless it maps the archive it is
     given, and its CDS log names the archive as the dynamic layer it mapped."""
