@@ -4,6 +4,8 @@ the places a revealed plaintext must never appear, and the mistakes that must be
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -26,7 +28,7 @@ PLAINTEXT = "pa55-w0rd-that-must-not-leak"
 
 
 def command(*args: str, key_file: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """``./spark-submit.sh <args>`` for the key's commands (which start no JVM)."""
+    """``./spark-submit.sh <args>`` for the key's commands (which start no JVM), as a process."""
     env = {**os.environ, MASTER_KEY_ENV: str(key_file)}
     return subprocess.run(
         ["bash", str(REPO / "spark-submit.sh"), *args],
@@ -37,6 +39,26 @@ def command(*args: str, key_file: Path, stdin: str = "") -> subprocess.Completed
         cwd=REPO,
         timeout=120,
     )
+
+
+def command_here(
+    monkeypatch: pytest.MonkeyPatch, *args: str, key_file: Path, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """The same command line in this process, through ``main()`` (which runs the key's commands
+    before anything else, as the launcher does): its exit code, stdout and stderr."""
+    from engine.cli.app import main
+
+    monkeypatch.setenv(MASTER_KEY_ENV, str(key_file))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))  # not a terminal: the value is read from it
+    out, err = io.StringIO(), io.StringIO()
+    code: int | None = None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    assert code is not None, "main() always exits"
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -51,13 +73,18 @@ def enc(plaintext: str, key_file: Path) -> str:
     return encrypt(plaintext, Fernet(key_file.read_text().strip().encode()))
 
 
-def test_a_value_encrypted_by_the_command_is_revealed_with_its_key_and_masked_after(tmp_path: Path) -> None:
+def test_a_value_encrypted_by_the_command_is_revealed_with_its_key_and_masked_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mode=encrypt`` runs as a process, through ``spark-submit.sh``: the value must reach it on
+    the wrapper's standard input, and the wrapper's stdout hold the encrypted value alone, the
+    plaintext on neither stream. The key's other commands run in this process."""
     key = tmp_path / "keys" / "master.key"
     key.parent.mkdir()
-    made = command("mode=new_key", key_file=key)
+    made = command_here(monkeypatch, "mode=new_key", key_file=key)
     assert made.returncode == 0, made.stderr
     assert oct(key.stat().st_mode & 0o777) == "0o600"
-    again = command("mode=new_key", key_file=key)  # a key is never overwritten
+    again = command_here(monkeypatch, "mode=new_key", key_file=key)  # a key is never overwritten
     assert again.returncode == EXIT_CONFIG and "never overwritten" in again.stderr
     before = key.read_text()
 
@@ -76,12 +103,12 @@ def test_a_value_encrypted_by_the_command_is_revealed_with_its_key_and_masked_af
     assert secrets.mask(f"login failed for {PLAINTEXT}!") == "login failed for ***!"
 
 
-def test_encrypt_refuses_an_empty_value_and_a_missing_key(tmp_path: Path) -> None:
+def test_encrypt_refuses_an_empty_value_and_a_missing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     key = tmp_path / "master.key"
-    no_key = command("mode=encrypt", key_file=key, stdin="x")
+    no_key = command_here(monkeypatch, "mode=encrypt", key_file=key, stdin="x")
     assert no_key.returncode == EXIT_CONFIG and str(key) in no_key.stderr and no_key.stdout == ""
-    assert command("mode=new_key", key_file=key).returncode == 0
-    empty = command("mode=encrypt", key_file=key, stdin="\n")
+    assert command_here(monkeypatch, "mode=new_key", key_file=key).returncode == 0
+    empty = command_here(monkeypatch, "mode=encrypt", key_file=key, stdin="\n")
     assert empty.returncode == EXIT_CONFIG and "nothing to encrypt" in empty.stderr
 
 
@@ -196,7 +223,7 @@ def secret_table(postgres: Any) -> str:
 
 
 def test_a_jdbc_job_reads_with_its_encrypted_password_and_nothing_it_writes_shows_it(
-    spark: Any, lake: Path, postgres: Any, secret_table: str, key_file: Path
+    spark: Any, lake: Path, postgres: Any, secret_table: str, key_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     jobs = lake.parent / "jobs"
     reader = type("Reader", (), {"jdbc_url": postgres.jdbc_url, "user": "secret_reader"})
@@ -212,14 +239,9 @@ def test_a_jdbc_job_reads_with_its_encrypted_password_and_nothing_it_writes_show
     assert shown and not [p for p in shown if PLAINTEXT in p]
     assert PLAINTEXT not in str(spark.sparkContext.getConf().getAll())
 
-    shown = subprocess.run(  # --cfg shows the encrypted form, never the plaintext
-        [sys.executable, "main.py", "job=t/secret", "--cfg", "job", "--resolve"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "ENGINE_JOBS_DIR": str(jobs)},
-        timeout=120,
-    )
+    # --cfg shows the encrypted form, never the plaintext (the command line, in this process)
+    monkeypatch.setenv("ENGINE_JOBS_DIR", str(jobs))
+    shown = command_here(monkeypatch, "job=t/secret", "--cfg", "job", "--resolve", key_file=key_file)
     assert shown.returncode == 0, shown.stderr
     assert PLAINTEXT not in shown.stdout and "password" in shown.stdout
 

@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.cluster import StandaloneCluster
+from tests.helpers import run_cli
 from tests.s3 import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,11 +91,24 @@ def completed_app(cluster: StandaloneCluster, timeout: float = 60) -> dict[str, 
     return app
 
 
+def local_run(warehouse: Path) -> dict[str, Any]:
+    """The demo job's command line in this process, on the test session's Spark (``local[2]``): its
+    run summary once it exited 0."""
+    code, summary, said = run_cli(REPO / "jobs", "job=demo/orders", f"warehouse={warehouse}")
+    assert code == 0, f"local[2]: exit {code}\n{said[-5000:]}"
+    assert summary["status"] == "SUCCEEDED", f"local[2]: {summary}"
+    return summary
+
+
 def test_demo_job_on_a_standalone_cluster_writes_what_local_mode_writes(
-    cluster: StandaloneCluster, tmp_path: Path
+    cluster: StandaloneCluster, spark: object, tmp_path: Path
 ) -> None:
+    """A process for the cluster run: a standalone cluster runs a driver that ``spark-submit.sh``
+    submits to its master, with executors of its own. The ``local[2]`` run it is compared with is
+    the same command line in this process, on the test session's Spark (outputs are compared by
+    content, sorted by ``order_id``: the partitioning does not matter)."""
     on_cluster = submit(cluster.master_url, tmp_path / "cluster")
-    local = submit("local[2]", tmp_path / "local")
+    local = local_run(tmp_path / "local")
 
     # it really ran on the cluster: the master saw the application finish, and the worker launched its executors
     app = completed_app(cluster)

@@ -1,9 +1,14 @@
-"""Many JobDags through ./spark-submit.sh: a SIGTERM mid-run (graceful stop, exit 143, nothing
+"""Many JobDags: a SIGTERM mid-run through ./spark-submit.sh (graceful stop, exit 143, nothing
 published, a rerun reaches the same outputs as an uninterrupted run), a Hydra multirun in one
-Spark application, and the progress lines and final table a scheduler's log shows."""
+Spark application, and the progress lines and final table a scheduler's log shows.
+
+Only the stopped run is a process of its own (a signal to the wrapper). Its rerun, the clean run
+and the multirun are the same command lines run in this process on the test session's Spark."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -16,8 +21,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.e2e import REPO, SUBMIT
-
-pytestmark = pytest.mark.e2e
+from tests.helpers import run_cli
 
 NAP = "reflect('java.lang.Thread', 'sleep', cast(300 as bigint))"  # per record: a run takes a while
 
@@ -69,7 +73,11 @@ def wait_for(path: Path, needles: list[str], proc: subprocess.Popen[str], timeou
     raise AssertionError(f"never saw {needles}:\n{path.read_text()[-3000:]}")
 
 
-def test_sigterm_stops_gracefully_and_a_rerun_reaches_the_uninterrupted_outputs(tmp_path: Path) -> None:
+@pytest.mark.e2e
+def test_sigterm_stops_gracefully_and_a_rerun_reaches_the_uninterrupted_outputs(spark: object, tmp_path: Path) -> None:
+    """A process: the stop is SIGTERM to ``spark-submit.sh``, as a scheduler sends it, and the
+    wrapper's exit code and the processes it leaves (none) are a real process's. The rerun and
+    the clean run it is compared with run in this process."""
     jobs = jobs_dir(tmp_path)
     wh, log = tmp_path / "wh", tmp_path / "output.log"
     # spark-submit's PythonRunner merges the driver's stderr into stdout: one stream, JSON last
@@ -99,30 +107,60 @@ def test_sigterm_stops_gracefully_and_a_rerun_reaches_the_uninterrupted_outputs(
         assert not (wh / name / "_delta_log").exists(), f"{name} was published by a stopped run"
     assert subprocess.run(["pgrep", "-f", f"warehouse={wh}"], capture_output=True).returncode == 1, "a process was left"
 
-    rerun = subprocess.run(
-        [*SUBMIT, "job=slow", f"warehouse={wh}"], capture_output=True, text=True, env=env(jobs), cwd=REPO
-    )
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    code, _, said = run_cli(jobs, "job=slow", f"warehouse={wh}")
+    assert code == 0, said[-3000:]
     clean = tmp_path / "clean"
-    straight = subprocess.run(
-        [*SUBMIT, "job=slow", f"warehouse={clean}"], capture_output=True, text=True, env=env(jobs), cwd=REPO
-    )
-    assert straight.returncode == 0, straight.stderr[-3000:]
+    code, _, said = run_cli(jobs, "job=slow", f"warehouse={clean}")
+    assert code == 0, said[-3000:]
     for name in ("one", "two", "three"):
         assert ids(wh / name) == ids(clean / name) == list(range(20))
 
 
-def test_a_multirun_runs_every_job_in_one_application_and_lists_every_run(tmp_path: Path) -> None:
-    wh = tmp_path / "wh"
-    proc = subprocess.run(
-        [*SUBMIT, "-m", "job=demo/orders,demo/customers", f"warehouse={wh}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = last_json(proc.stdout)
+def multirun_here(jobs: Path, *args: str) -> tuple[int, str, str]:
+    """``./spark-submit.sh -m <args>`` in this process (the test session's Spark): through
+    ``main()``, which alone prints a multirun's summary, with the progress left on (a scheduler's
+    log: not a terminal) so that the end table is printed as well. Its exit code, stdout and
+    stderr (where the run's log lines go: logging is configured on the ``sys.stderr`` of the run)."""
+    from engine.cli.app import main
+
+    saved = os.environ.get("ENGINE_JOBS_DIR")
+    os.environ["ENGINE_JOBS_DIR"] = str(jobs)
+    out, err = io.StringIO(), io.StringIO()
+    code: int | None = None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(["-m", *args])
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    finally:
+        if saved is None:
+            os.environ.pop("ENGINE_JOBS_DIR", None)
+        else:
+            os.environ["ENGINE_JOBS_DIR"] = saved
+    assert code is not None, "main() always exits"
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_multirun_runs_every_job_in_one_application_and_lists_every_run(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process: the multirun's summary, its runs' outputs, their log lines and the end
+    table are what Python prints; that stdout holds nothing else is the output-hygiene tests'
+    (tests/e2e/test_output_hygiene.py, test_spark_submit.py). A multirun in a long-lived process
+    leaves nothing in its working directory (Hydra's sweep folder is kept out of it)."""
+    wh, cwd = tmp_path / "wh", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("ENGINE_TTY", raising=False)  # a scheduler's log: progress lines, not the live view
+    session = spark.conf  # type: ignore[attr-defined]
+    shuffle = session.get("spark.sql.shuffle.partitions")
+    try:
+        code, stdout, stderr = multirun_here(REPO / "jobs", "job=demo/orders,demo/customers", f"warehouse={wh}")
+    finally:  # the engine's Spark profile sets its own
+        session.set("spark.sql.shuffle.partitions", shuffle)
+    assert code == 0, (stderr + stdout)[-3000:]
+    assert sorted(p.name for p in cwd.iterdir()) == [], "Hydra's output or sweep folders in the working directory"
+    summary = last_json(stdout)
     assert summary["status"] == "SUCCEEDED" and summary["failed_runs"] == 0
     runs = summary["runs"]
     assert [r["job"] for r in runs] == ["demo.orders", "demo.customers"] or [r["job"] for r in runs] == [
@@ -134,9 +172,9 @@ def test_a_multirun_runs_every_job_in_one_application_and_lists_every_run(tmp_pa
     assert len(ids_of(wh / "orders", "order_id")) == 40
     assert DeltaTable(str(wh / "customers")).to_pyarrow_table().num_rows > 0
     # a scheduler's log: a line per DAG change, then the table, then the JSON
-    output = proc.stdout + proc.stderr
+    output = stdout + stderr
     assert "dag orders: running" in output and "dag orders: succeeded" in output
-    assert any(line.split()[:2] == ["dag", "status"] for line in proc.stdout.splitlines())
+    assert any(line.split()[:2] == ["dag", "status"] for line in stdout.splitlines())
 
 
 def ids_of(table: Path, column: str) -> list[Any]:

@@ -1,7 +1,12 @@
 """Runs through ``./spark-submit.sh`` killed or stopped at moments a user cannot choose: the JVM
 killed with SIGKILL mid-run (its Python driver must end with it, so that the rerun recovers), and
 SIGTERM before the JVM, before the driver and during planning (the run stops and publishes
-nothing). The process tree is read from ``/proc``, the tables with delta-rs."""
+nothing). The process tree is read from ``/proc``, the tables with delta-rs.
+
+Only the stopped or killed run needs a process of its own: signals, ``kill -9`` and the wrapper's
+exit code are a real process's. The rerun after it is the same command line run in this process
+on the test session's Spark (:func:`tests.helpers.run_cli`): what it proves is in the warehouse the
+stopped run left (its lease, its planned batch), not in how the rerun is started."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import yaml
 from deltalake import DeltaTable
 
 from tests.e2e import REPO, SUBMIT
+from tests.helpers import run_cli
 from tests.watchdog import Watchdog, children, stat_fields, watching
 
 pytestmark = pytest.mark.e2e
@@ -81,8 +87,11 @@ class Job:
             return []
         return sorted(r["id"] for r in DeltaTable(str(path)).to_pyarrow_table(columns=["id"]).to_pylist())
 
-    def rerun(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(), env=self.env(), capture_output=True, text=True, timeout=RUN_SECONDS)
+    def rerun(self) -> tuple[int, str]:
+        """The same command line again, in this process (the test session's Spark): its exit code
+        and what it printed."""
+        code, _, said = run_cli(self.root / "jobs", f"job={JOB}", f"warehouse={self.warehouse}")
+        return code, said
 
 
 @dataclass
@@ -189,11 +198,14 @@ def gone_within(pid: int, seconds: float) -> bool:
     return False
 
 
-def test_a_jvm_killed_with_sigkill_takes_its_driver_along_and_the_rerun_publishes_once(tmp_path: Path) -> None:
+def test_a_jvm_killed_with_sigkill_takes_its_driver_along_and_the_rerun_publishes_once(
+    spark: object, tmp_path: Path
+) -> None:
     """``kill -9`` of the spark-submit JVM mid-run: the Python driver (its child) is gone within
     seconds instead of living on and renewing the job's lease; the wrapper exits 137; the rerun
     takes the lease (no exit 3), re-executes the batch the dead run planned and publishes every
-    valid record once."""
+    valid record once. A process: only one can be killed with SIGKILL and take its child along
+    (the rerun runs in this process)."""
     job = Job(tmp_path, rows=400_000)
     with submitted(job) as run:
         run.until("DAG running", lambda: run.logged(f"dag {JOB}: running"))
@@ -203,8 +215,8 @@ def test_a_jvm_killed_with_sigkill_takes_its_driver_along_and_the_rerun_publishe
         assert run.wait() == 128 + signal.SIGKILL, run.output()
         assert gone_within(driver, 5.0), f"the driver (pid {driver}) outlived its JVM (pid {jvm})"
 
-    rerun = job.rerun()
-    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
+    code, said = job.rerun()
+    assert code == 0, said[-6000:]
     assert job.published() == job.good, "every valid record exactly once"
 
 
@@ -242,13 +254,14 @@ yet able to take the signal, the driver holding the job's lease (planning follow
 
 
 @pytest.mark.parametrize("moment", list(MOMENTS))
-def test_a_stop_at_any_moment_stops_the_run_and_publishes_nothing(tmp_path: Path, moment: str) -> None:
+def test_a_stop_at_any_moment_stops_the_run_and_publishes_nothing(spark: object, tmp_path: Path, moment: str) -> None:
     """SIGTERM to ``spark-submit.sh`` at three moments of a run's first seconds: the run ends 143
     (128 + SIGTERM), CANCELLED when its driver had started, and nothing is published: the sink and
     the error table are empty, no run row says it succeeded. Before the fix a stop that came before
     the driver existed (or before it set its handler: it inherits the JVM's ignored SIGTERM) was
     dropped, and the run went on and published. A stopped run leaves nothing a rerun cannot
-    finish: the rerun publishes every valid record once."""
+    finish: the rerun publishes every valid record once. A process: the stop is a signal to the
+    wrapper, at moments only a real ``spark-submit.sh`` has (the rerun runs in this process)."""
     job = Job(tmp_path, rows=20_000)
     jvms: set[int] = set()
     with submitted(job) as run:
@@ -268,8 +281,8 @@ def test_a_stop_at_any_moment_stops_the_run_and_publishes_nothing(tmp_path: Path
         if moment == "during-planning":
             assert run.summary()["status"] == "CANCELLED" and run.summary()["stopped_by"] == "received SIGTERM"
 
-    rerun = job.rerun()
-    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
+    code, said = job.rerun()
+    assert code == 0, said[-6000:]
     assert job.published() == job.good
 
 

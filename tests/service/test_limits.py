@@ -1,10 +1,12 @@
 """The flow service's declared limits (issue 58, item 11), against a real ``serve.sh``: names short
-enough that every file name derived from them fits, a body and fields of bounded size (413 or
-422 naming the field, never a 500 that shows a server path nor a misleading 503), list answers
-without the flows' bulk, and requests that must arrive whole within ``--request-timeout``."""
+enough that every file name derived from them fits (the run of such a flow: in this process), a
+body and fields of bounded size (413 or 422 naming the field, never a 500 that shows a server path
+nor a misleading 503), list answers without the flows' bulk, and requests that must arrive whole
+within ``--request-timeout``."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -173,24 +175,28 @@ def test_a_complete_request_is_answered_however_its_connection_is_kept(impatient
             time.sleep(TIMEOUT * 0.75)
 
 
-@pytest.mark.e2e
-def test_a_flow_with_the_longest_names_runs(tmp_path: Path) -> None:
-    """Every file a run names after the flow (its lease, its hops' staging and copy records) fits."""
-    served = Served(tmp_path / "wh", service_env(tmp_path), flags=("--no-scheduler",))
-    served.user("carol", "analysts")
-    served.start()
-    try:
-        group, name = "g" * MAX_GROUP, "n" * MAX_NAME
-        assert served.call("POST", "/flowconfigs", "carol", json=flow(group, name)).status_code == 201
-        run = served.call("POST", "/flowexecutions", "carol", json={"flowGroup": group, "flowName": name})
-        assert run.status_code == 201, run.text
-        execution = run.json()["flowExecutionId"]
-        deadline = time.monotonic() + 300
-        while (found := served.call("GET", f"/flowexecutions/{execution}", "carol").json())["executionEndTime"] is None:
-            assert time.monotonic() < deadline, found
-            time.sleep(1)
-        output = served.call("GET", f"/flowexecutions/{execution}/output", "carol").text
-        assert found["executionStatus"] == "SUCCEEDED", output[-4000:]
-        assert [j["executionStatus"] for j in found["jobStatuses"]] == ["SUCCEEDED", "SUCCEEDED"]
-    finally:
-        served.stop_gracefully()
+def test_a_flow_with_the_longest_names_runs(spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file a run names after the flow (its lease, its hops' staging and copy records) fits.
+    The run the service would start, in this process: the stored flow written as the service
+    writes it for its execution (``runs/<id>/flows/<group>/<name>.yaml``, read through
+    ``ENGINE_FLOWS_DIR``), its owner's groups in ``ENGINE_OWNER_GROUPS``, then the command line
+    the service runs. That the API takes the longest names is
+    :func:`test_the_longest_names_are_accepted`, on a real service."""
+    from engine.config.jobs_source import FLOWS_DIR_ENV
+    from engine.service.executions import OWNER_GROUPS_ENV, FlowStatusReader, _runnable
+    from tests.commit.harness import run_here
+
+    group, name = "g" * MAX_GROUP, "n" * MAX_NAME
+    flows = tmp_path / "runs" / "execution" / "flows"
+    (flows / group).mkdir(parents=True)
+    stored = {**flow(group, name), "owner": "carol"}  # the owner the service sets: the sender
+    (flows / group / f"{name}.yaml").write_text(json.dumps(_runnable(stored), indent=2))
+    monkeypatch.setenv(FLOWS_DIR_ENV, str(flows))
+    monkeypatch.setenv(OWNER_GROUPS_ENV, "analysts")  # carol's groups
+    wh = tmp_path / "wh"
+    printed: list[str] = []
+    code, summary = run_here(REPO / "jobs", wh, "mode=run", "progress=off", job=f"flow={group}/{name}", printed=printed)
+    assert code == 0 and summary["status"] == "SUCCEEDED", "\n".join(printed)[-4000:]
+    found = FlowStatusReader(f"{wh}/_engine/flow_executions").execution(summary["run_id"])  # as the service reads it
+    assert found is not None and found["end_time"] is not None, found
+    assert [j["executionStatus"] for j in json.loads(found["job_statuses"] or "[]")] == ["SUCCEEDED", "SUCCEEDED"]
