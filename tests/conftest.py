@@ -4,6 +4,7 @@ and a fresh lake directory per test. Tests that need no JVM never touch the ``sp
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def spark() -> Iterator[object]:
     from engine.runtime.session import build_session, cached_class_path, cached_jars
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers import pyarrow (as scripts/test.sh sets)
     from engine.platform.jvm_temp import java_tmpdir_options
 
     java = " ".join(java_tmpdir_options())  # Spark's and the JVM's temp files under the run's TMPDIR
