@@ -1,12 +1,16 @@
-"""Copy jobs through ./spark-submit.sh, as a scheduler runs them: a replica checked file by file
-(sha256), a driver killed mid-copy and mid-publish and the next run repairing it, the demo job and
-its idle rerun, and config mistakes refused before anything is written."""
+"""Copy jobs through the command line: a replica checked file by file (sha256), a driver killed
+mid-copy and mid-publish and the next run repairing it, the demo job and its idle rerun, and config
+mistakes refused before anything is written.
+
+Every run goes through the CLI entry in this process (``run_cli``/``run_here``: the command line
+``./spark-submit.sh`` passes to ``main.py``, on the session's Spark), except the two kills: a
+SIGKILL of the driver needs a driver of its own (``tests/commit/harness.driver``: ``python
+main.py``, local[2], as the crash matrix kills it)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import subprocess
 from pathlib import Path
@@ -14,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import REPO, SUBMIT
+from tests.commit.harness import driver, run_here
+from tests.e2e import REPO
+from tests.helpers import run_cli
 
-pytestmark = pytest.mark.e2e
 STAGING = "_engine_staging"
-KILLED = (-9, 137)  # SIGKILL of the driver: spark-submit exits 137 (or the wrapper dies of it)
+KILLED = -9  # the driver (python main.py) killed itself with SIGKILL
 DIRECTORIES = ("alpha", "beta", "gamma")
 SMALL_PER_DIRECTORY = 130
 BIG = 3 << 20
@@ -59,28 +64,17 @@ def copy_job(tmp_path: Path, src: Path, dst: Path, *, max_files: int = 20, keys:
     return jobs
 
 
-def submit(*args: str, jobs: Path | None = None, kill: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ENGINE_KILL_AT"}
-    if jobs is not None:
-        env["ENGINE_JOBS_DIR"] = str(jobs)
-    if kill is not None:
-        env["ENGINE_KILL_AT"] = kill
-    return subprocess.run([*SUBMIT, *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+def killed_at(point: str, jobs: Path, wh: Path) -> subprocess.CompletedProcess[str]:
+    """The copy job in a driver process of its own that kills itself (SIGKILL) at ``point``."""
+    return driver(jobs, wh, kill_at=point, job="replica").communicate_result(timeout=600)
 
 
 def output(proc: subprocess.CompletedProcess[str]) -> str:
-    # spark-submit's PythonRunner merges the driver's stderr into stdout: read both
     return proc.stdout + proc.stderr
 
 
-def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    parsed = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert isinstance(parsed, dict)
-    return parsed
-
-
-def copy_stats(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    stats = summary(proc)["dags"][0]["copy"]
+def copy_stats(summary: dict[str, Any]) -> dict[str, Any]:
+    stats = summary["dags"][0]["copy"]
     assert isinstance(stats, dict)
     return stats
 
@@ -99,12 +93,12 @@ def staged_files(root: Path) -> list[str]:
     return sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
 
 
-def test_a_copy_job_replicates_every_file_verified_by_sha256(source: Path, tmp_path: Path) -> None:
+def test_a_copy_job_replicates_every_file_verified_by_sha256(spark: Any, source: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
-    proc = submit("job=replica", f"warehouse={tmp_path / 'wh'}", jobs=copy_job(tmp_path, source, dst))
-    assert proc.returncode == 0, output(proc)[-3000:]
-    assert summary(proc)["status"] == "SUCCEEDED"
-    stats = copy_stats(proc)
+    code, summary, said = run_cli(copy_job(tmp_path, source, dst), "job=replica", f"warehouse={tmp_path / 'wh'}")
+    assert code == 0, said[-3000:]
+    assert summary["status"] == "SUCCEEDED"
+    stats = copy_stats(summary)
     expected = checksums(source)
     assert (stats["files_copied"], stats["files_failed"], stats["file_sets_published"]) == (len(expected), 0, 3)
     assert stats["bytes"] == sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
@@ -113,16 +107,19 @@ def test_a_copy_job_replicates_every_file_verified_by_sha256(source: Path, tmp_p
     assert sorted(p.name for p in dst.iterdir()) == sorted(p.name for p in source.iterdir()), "no _engine_staging"
 
 
+@pytest.mark.crash
 def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_was_staged(
-    source: Path, tmp_path: Path
+    spark: Any, source: Path, tmp_path: Path
 ) -> None:
+    """The kill needs a process: a SIGKILL of the driver in the middle of the copy (a driver of its
+    own, killed at ``mid_copy``). The rerun runs in this process."""
     dst, wh = tmp_path / "dst", tmp_path / "wh"
     # mid_copy fires when the driver's progress poll (every 0.5 s) sees half the files done; a copy
     # over before the next poll never fires it. 49 tasks of 8 files keep the copy going well past
     # the halfway poll (~7 s of copying on a loaded 2-core box; not measured on an idle one)
     jobs = copy_job(tmp_path, source, dst, max_files=8)
-    killed = submit("job=replica", f"warehouse={wh}", jobs=jobs, kill="mid_copy")
-    assert killed.returncode in KILLED, output(killed)[-3000:]
+    killed = killed_at("mid_copy", jobs, wh)
+    assert killed.returncode == KILLED, output(killed)[-3000:]
     assert "killed at mid_copy" in output(killed)
     expected = checksums(source)
     # publishing starts only once every file is staged: the target holds no file of any set (so no
@@ -132,9 +129,9 @@ def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_wa
     marked = [f for f in staged_files(dst) if f.split("/")[-1] in keys]
     assert 0 < len(marked) < len(expected), f"the kill landed halfway: {len(marked)} of {len(expected)} staged"
 
-    rerun = submit("job=replica", f"warehouse={wh}", jobs=jobs)
-    assert rerun.returncode == 0, output(rerun)[-3000:]
-    assert summary(rerun)["status"] == "SUCCEEDED"
+    code, rerun = run_here(jobs, wh, job="replica")
+    assert code == 0, rerun
+    assert rerun["status"] == "SUCCEEDED"
     stats = copy_stats(rerun)
     # every file staged and verified before the kill is published without copying it again; a
     # file whose task was cut off (not journaled yet) is copied from scratch
@@ -144,11 +141,16 @@ def test_a_driver_killed_mid_copy_publishes_nothing_and_the_rerun_reuses_what_wa
     assert sorted(p.name for p in dst.iterdir()) == sorted(p.name for p in source.iterdir()), "no _engine_staging"
 
 
-def test_a_driver_killed_mid_publish_is_completed_by_the_rerun_s_recovery(source: Path, tmp_path: Path) -> None:
+@pytest.mark.crash
+def test_a_driver_killed_mid_publish_is_completed_by_the_rerun_s_recovery(
+    spark: Any, source: Path, tmp_path: Path
+) -> None:
+    """The kill needs a process: a SIGKILL of the driver halfway through publishing the first file
+    set (a driver of its own, killed at ``mid_step:1``). The rerun runs in this process."""
     dst, wh = tmp_path / "dst", tmp_path / "wh"
     jobs = copy_job(tmp_path, source, dst)
-    killed = submit("job=replica", f"warehouse={wh}", jobs=jobs, kill="mid_step:1")
-    assert killed.returncode in KILLED, output(killed)[-3000:]
+    killed = killed_at("mid_step:1", jobs, wh)
+    assert killed.returncode == KILLED, output(killed)[-3000:]
     assert "killed at mid_step:1" in output(killed)
     expected = checksums(source)
     published = checksums(dst)
@@ -157,28 +159,27 @@ def test_a_driver_killed_mid_publish_is_completed_by_the_rerun_s_recovery(source
     assert len(published) < SMALL_PER_DIRECTORY + 1
     assert all(expected[rel] == digest for rel, digest in published.items())
 
-    rerun = submit("job=replica", f"warehouse={wh}", jobs=jobs)
-    assert rerun.returncode == 0, output(rerun)[-3000:]
-    s = summary(rerun)
-    assert s["status"] == "SUCCEEDED"
-    assert s["dags"][0]["recovered_batches"], "the rerun replays the killed run's commit sequence"
+    code, rerun = run_here(jobs, wh, job="replica")
+    assert code == 0, rerun
+    assert rerun["status"] == "SUCCEEDED"
+    assert rerun["dags"][0]["recovered_batches"], "the rerun replays the killed run's commit sequence"
     assert copy_stats(rerun)["files_copied"] == 0, "the recovered sequence published everything: nothing to copy"
     assert checksums(dst) == expected
     assert staged_files(dst) == []
 
 
-def test_the_demo_mirror_job_runs_and_an_unchanged_rerun_copies_nothing(tmp_path: Path) -> None:
+def test_the_demo_mirror_job_runs_and_an_unchanged_rerun_copies_nothing(spark: Any, tmp_path: Path) -> None:
     src, dst, wh = REPO / "jobs" / "demo" / "data" / "landing-files", tmp_path / "mirror", tmp_path / "wh"
     expected = {rel: digest for rel, digest in checksums(src).items() if not rel.endswith("_SUCCESS")}
     args = ("job=demo/mirror", f"job.copy.target={dst}", f"warehouse={wh}")
-    first = submit(*args)
-    assert first.returncode == 0, output(first)[-3000:]
-    assert summary(first)["status"] == "SUCCEEDED"
+    code, first, said = run_cli(REPO / "jobs", *args)
+    assert code == 0, said[-3000:]
+    assert first["status"] == "SUCCEEDED"
     assert copy_stats(first)["files_copied"] == len(expected)
     assert checksums(dst) == expected
 
-    again = submit(*args)
-    assert again.returncode == 0, output(again)[-3000:]
+    code, again, said = run_cli(REPO / "jobs", *args)
+    assert code == 0, said[-3000:]
     stats = copy_stats(again)
     assert (stats["files_copied"], stats["files_skipped"]) == (0, len(expected))
 
@@ -200,16 +201,18 @@ def test_the_demo_mirror_job_runs_and_an_unchanged_rerun_copies_nothing(tmp_path
     ],
 )
 def test_a_copy_config_mistake_exits_2_naming_the_key_and_writes_nothing(
-    tmp_path: Path, keys: dict[str, str], needle: str
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], keys: dict[str, str], needle: str
 ) -> None:
     src, dst, wh = tmp_path / "src", tmp_path / "dst", tmp_path / "wh"
     (src / "x").mkdir(parents=True)
     (src / "x" / "a.txt").write_text("a\n")
-    proc = submit("job=replica", f"warehouse={wh}", jobs=copy_job(tmp_path, src, dst, keys=keys))
-    assert proc.returncode == 2, output(proc)[-3000:]
-    s = summary(proc)
-    assert s["status"] == "CONFIG_ERROR"
-    assert needle in s["message"] and "replica.conf" in s["message"]
-    assert output(proc).count("config error:") == 1 and "Traceback" not in output(proc)
+    capfd.readouterr()  # (what came before the run)
+    code, summary, said = run_cli(copy_job(tmp_path, src, dst, keys=keys), "job=replica", f"warehouse={wh}")
+    fd = capfd.readouterr()  # what reached the file descriptors besides (the JVM's own writes)
+    printed = said + fd.out + fd.err
+    assert code == 2, printed[-3000:]
+    assert summary["status"] == "CONFIG_ERROR"
+    assert needle in summary["message"] and "replica.conf" in summary["message"]
+    assert printed.count("config error:") == 1 and "Traceback" not in printed
     assert not dst.exists()
     assert not wh.exists() or list(wh.iterdir()) == []

@@ -1,13 +1,19 @@
-"""The lake on object storage: ``warehouse=s3a://...`` through ``./spark-submit.sh`` against the
-session's S3-compatible server (tests/s3.py), read back with independent clients (delta-rs and boto3
-over S3, not Spark): every record once, the metadata where it belongs, one run of a job at a time."""
+"""The lake on object storage: ``warehouse=s3a://...`` against the session's S3-compatible server
+(tests/s3.py), read back with independent clients (delta-rs and boto3 over S3, not Spark): every
+record once, the metadata where it belongs, one run of a job at a time.
+
+Two runs are whole commands (``./spark-submit.sh``), each saying why in its docstring: the only
+whole run that takes its credentials from the ``AWS_*`` variables, and the run whose JVM must not
+show a connection's secret. Every other run goes through the CLI entry in this process (the
+session's Spark): with a named connection (per-bucket keys, applied per run) wherever Spark reads or
+writes S3, and with ``AWS_*`` variables set in this process where only the Python-side store check
+(obstore, which reads the live environment) is reached before the run is refused."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +21,19 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from tests.commit.harness import run_here
 from tests.e2e import REPO, SUBMIT
+from tests.helpers import run_cli
 from tests.s3 import S3Server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.s3]
+pytestmark = pytest.mark.s3
 
 
 def _env(s3: S3Server) -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **s3.env()}
+    """This process's environment for a whole command, with the server's ``AWS_*`` variables and
+    no named connection (``ENGINE_CONNECTIONS_DIR``): the credentials come from ``AWS_*`` only."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "ENGINE_CONNECTIONS_DIR"}
+    return {**kept, **s3.env()}
 
 
 def submit(s3: S3Server, *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,9 +56,18 @@ def keys(s3: S3Server, bucket: str, prefix: str) -> list[str]:
     return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
 
 
-def test_the_demo_job_with_its_warehouse_on_s3(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+@pytest.mark.e2e
+def test_the_demo_job_with_its_warehouse_on_s3(
+    spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
+) -> None:
     """The warehouse (state, commit log, runs, error table, the `lake` sink) on S3; the input and
-    the `big_orders` Parquet sink on the local disk."""
+    the `big_orders` Parquet sink on the local disk.
+
+    The first run needs a process: it is the one whole run whose credentials and endpoint come from
+    the ``AWS_*`` variables, and S3A reads those when its JVM starts (``System.getenv``, and
+    ``fs.s3a.endpoint`` from ``AWS_ENDPOINT_URL`` when the session is built), which the session
+    this test process shares cannot show. The idle rerun runs in this process, through a named
+    connection (``s3_connection``) to the same bucket."""
     wh = f"s3a://{bucket}/lake"
     local = tmp_path / "big_orders"
     extract = f"job.sinks.big_orders.path={local}"
@@ -71,40 +91,53 @@ def test_the_demo_job_with_its_warehouse_on_s3(s3_server: S3Server, bucket: str,
     assert not keys(s3_server, bucket, "lake/_engine/leases/"), "the lease is given back"
     assert not [k for k in keys(s3_server, bucket, "lake/") if "/_staging" in k or k.endswith(".tmp")]
 
-    again = submit(s3_server, "job=demo/orders", f"warehouse={wh}", extract, "progress=off")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert summary(again)["records_read"] == 0, "nothing new: the watermark on S3 was read back"
+    code, again = run_here(REPO / "jobs", wh, extract, s3_connection, "progress=off", job="demo/orders")
+    assert code == 0, again
+    assert again["records_read"] == 0, "nothing new: the watermark on S3 was read back"
     assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
 
 
-def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(s3_server: S3Server, bucket: str) -> None:
+def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(
+    spark: Any, s3_server: S3Server, bucket: str, s3_connection: str
+) -> None:
     """The first run reaches its metadata through Spark (``metadata.backend=spark``): the other
-    tests here take ``auto`` (delta-rs on S3), so both ways to the tables on S3 run a whole job."""
+    tests here take ``auto`` (delta-rs on S3), so both ways to the tables on S3 run a whole job.
+
+    Both runs go through the CLI entry in this process. While the second runs, the job's lease in
+    the bucket is held as a running run holds it (a :class:`~engine.commit.lease.Lease` taken here
+    through obstore, renewed by its thread): the refusal (exit code 3) is the lease's check, which
+    needs no second process."""
+    from engine.commit.lease import Lease
+    from engine.storage.blobs import blobs
+
     wh = f"s3a://{bucket}/lake"
-    first = subprocess.Popen(
-        [*SUBMIT, "job=demo/orders", f"warehouse={wh}", "progress=off", "metadata.backend=spark"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env=_env(s3_server),
+    code, first = run_here(
+        REPO / "jobs", wh, s3_connection, "progress=off", "metadata.backend=spark", job="demo/orders"
     )
+    assert code == 0, first
+    assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
+    version = table(s3_server, f"{wh}/orders").version()
+
+    leases = f"{wh}/_engine/leases/orders"
+    running = Lease(
+        f"{wh}/_engine",
+        "orders",
+        run_id="running-run",
+        ttl_seconds=60,
+        files=blobs(leases, s3_server.storage_options()),
+    )
+    running.acquire()
     try:
-        deadline = time.monotonic() + 120
-        while not keys(s3_server, bucket, "lake/_engine/leases/orders/"):
-            assert first.poll() is None and time.monotonic() < deadline, "the first run never took its lease"
-            time.sleep(0.2)
-        second = submit(s3_server, "job=demo/orders", f"warehouse={wh}", "progress=off")
-        _, err = first.communicate(timeout=600)
+        assert keys(s3_server, bucket, "lake/_engine/leases/orders/"), "the lease is held in the bucket"
+        code, refused = run_here(REPO / "jobs", wh, s3_connection, "progress=off", job="demo/orders")
     finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 0, err[-3000:]
-    assert second.returncode == 3, second.stderr[-3000:]
-    refused = summary(second)
+        running.release()
+    assert code == 3, refused
     assert "job orders is already running" in refused["message"] and "holds its lease" in refused["message"]
+    assert "run running-run" in refused["message"], "it names the holder"
     assert f"s3a://{bucket}/lake/_engine/leases/orders" in refused["message"], "it says where the lease is"
     assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40, "the refused run wrote nothing"
+    assert table(s3_server, f"{wh}/orders").version() == version, "not even an empty commit"
 
 
 @pytest.mark.parametrize(
@@ -128,28 +161,49 @@ def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(s3_server: S3Serv
     ],
 )
 def test_a_warehouse_it_cannot_use_is_a_config_error_and_nothing_is_written(
-    s3_server: S3Server, bucket: str, where: str, env: dict[str, str], needle: str
+    spark: Any,
+    s3_server: S3Server,
+    bucket: str,
+    s3_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    where: str,
+    env: dict[str, str],
+    needle: str,
 ) -> None:
+    """In this process, with the ``AWS_*`` variables set here: the warehouse is refused by the
+    Python-side store check (obstore and delta-rs read the live environment) before Spark touches
+    S3. What reached the file descriptors meanwhile (the JVM's own writes) is read too (``capfd``)."""
+    monkeypatch.delenv("ENGINE_CONNECTIONS_DIR", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     wh = where.format(bucket=bucket)
-    proc = subprocess.run(
-        [*SUBMIT, "job=demo/orders", f"warehouse={wh}", "progress=off"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env={**_env(s3_server), **env},
-    )
-    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    message = summary(proc)["message"]
+    capfd.readouterr()  # (what came before the run)
+    code, s, said = run_cli(REPO / "jobs", "job=demo/orders", f"warehouse={wh}")
+    fd = capfd.readouterr()
+    printed = said + fd.out + fd.err
+    assert code == 2, printed[-4000:]
+    message = s["message"]
     assert needle.format(bucket=bucket, port=s3_server.port) in message, message
     assert message.startswith(wh), "it names the location"
-    assert "wrong" not in proc.stdout + proc.stderr, "no credential is shown"
+    assert "wrong" not in printed, "no credential is shown"
     assert keys(s3_server, bucket, "") == []
 
 
+@pytest.mark.e2e
 def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables(
-    s3_server: S3Server, bucket: str, tmp_path: Path
+    spark: Any,
+    s3_server: S3Server,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
+    """The run needs a process: Spark's event log (``spark.eventLog.enabled``) is set when a
+    SparkContext starts, and the decrypted secret must be absent from everything the JVM itself
+    writes (its stderr, where log4j writes directly, and its event log); only a JVM of its own,
+    started for the run, shows both. The refused run (a wrong secret) runs in this process: its
+    message comes from the Python-side store check, before Spark touches S3."""
     from cryptography.fernet import Fernet
 
     from engine.config.secrets import MASTER_KEY_ENV, encrypt
@@ -164,9 +218,11 @@ def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # only the connection knows
     env.update({MASTER_KEY_ENV: str(master), "ENGINE_CONNECTIONS_DIR": str(connections)})
     wh = f"s3a://{bucket}/lake"
-    args = ["job=demo/orders", f"warehouse={wh}", "storage.connections=[lake_s3]", "progress=off"]
+    args = ["job=demo/orders", f"warehouse={wh}", "storage.connections=[lake_s3]"]
     spark_conf = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}"]
-    proc = subprocess.run([*SUBMIT, *spark_conf, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    proc = subprocess.run(
+        [*SUBMIT, *spark_conf, *args, "progress=off"], capture_output=True, text=True, timeout=600, cwd=REPO, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
 
@@ -182,8 +238,15 @@ def test_a_named_s3_connection_with_an_encrypted_secret_key_and_no_aws_variables
     assert stored == [], "no object in the lake holds the secret (run and status tables included)"
 
     s3_server.connection(connections, bucket, secret=encrypt("not-the-secret-key", fernet))
-    refused = subprocess.run([*SUBMIT, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    message = summary(refused)["message"]
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv(MASTER_KEY_ENV, str(master))
+    monkeypatch.setenv("ENGINE_CONNECTIONS_DIR", str(connections))
+    capfd.readouterr()  # (what came before: the first run's)
+    code, refused, said = run_cli(REPO / "jobs", *args)
+    fd = capfd.readouterr()
+    printed = said + fd.out + fd.err
+    assert code == 2, printed[-3000:]
+    message = refused["message"]
     assert "was refused: check the credentials (credentials and endpoint: connection `lake_s3`)" in message
-    assert "not-the-secret-key" not in refused.stdout + refused.stderr
+    assert "not-the-secret-key" not in printed
