@@ -42,6 +42,7 @@ for old in "$systmp"/engine-tests.*; do  # a killed run's root, once its run is 
 done
 before="$(ls -A "$systmp" | sort)"
 run_tmp="$(mktemp -d "$systmp/engine-tests.XXXXXX")"
+chmod 755 "$run_tmp"  # PostgreSQL runs as its own OS user under root (tests/postgres.py): it must reach its folder
 echo $$ >"$run_tmp/.owner"
 trap 'rm -rf "$run_tmp"' EXIT
 export TMPDIR="$run_tmp"

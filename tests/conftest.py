@@ -71,7 +71,8 @@ SLOW_MARKERS = ("e2e", "crash", "cluster")
 point, a standalone cluster): ``slow`` too, which ``--quick`` leaves out."""
 
 QUICK_PER_MODULE = 4
-"""How many tests of each module ``--quick`` keeps (the first, in file order, that are not slow)."""
+"""How many test functions of each module ``--quick`` keeps (the first, in file order, that are not
+slow), each with its first case only."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,16 +98,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _keep_quick(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every module still runs (each package is touched), but only its first few fast tests."""
+    """Every module still runs (each package is touched), but only its first few fast test
+    functions, each with its first case."""
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
-    per_module: dict[str, int] = {}
+    functions: dict[str, set[str]] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        if item.get_closest_marker("slow") or per_module.get(module, 0) >= QUICK_PER_MODULE:
+        seen = functions.setdefault(module, set())
+        name = getattr(item, "originalname", item.name)
+        if item.get_closest_marker("slow") or name in seen or len(seen) >= QUICK_PER_MODULE:
             dropped.append(item)
             continue
-        per_module[module] = per_module.get(module, 0) + 1
+        seen.add(name)
         kept.append(item)
     config.hook.pytest_deselected(items=dropped)
     items[:] = kept
