@@ -15,9 +15,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick=()
 if [ "${1:-}" = --quick ]; then quick=(--quick); shift; fi
-# Two pytest-xdist workers, each with its own SparkSession and servers: on two cores one test seldom
-# keeps both busy (docs/contributing/testing.md has the measurement). ENGINE_TEST_WORKERS=1: one process.
-workers="${ENGINE_TEST_WORKERS:-2}"
+# One process by default: on two cores a Spark test keeps both cores ~80% busy, and a second worker's
+# cold JVM competes with the first (docs/contributing/testing.md has the measurements).
+# ENGINE_TEST_WORKERS=N: N pytest-xdist workers, each with its own SparkSession and servers.
+workers="${ENGINE_TEST_WORKERS:-1}"
 xdist=()
 if [ "$workers" != 1 ]; then xdist=(-n "$workers" --dist worksteal); fi
 venv="$root/.venv/bin"
