@@ -16,6 +16,8 @@ from xml.sax.saxutils import quoteattr
 
 from pyspark.sql import SparkSession
 
+from engine.platform.jvm_temp import hadoop_temp_settings
+
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
@@ -81,7 +83,10 @@ def build_session(
     if class_path:
         for side in ("driver", "executor"):
             builder = builder.config(f"spark.{side}.extraClassPath", os.pathsep.join(class_path))
-    settings = {**_DEFAULTS, "spark.sql.warehouse.dir": spark_warehouse(), **_DELTA, **(conf or {})}
+    # S3A's upload buffers and Hadoop's scratch under TMPDIR, not /tmp; in local mode only (the
+    # setting travels to executors, whose machines have folders of their own)
+    temp = hadoop_temp_settings() if _local(master) else {}
+    settings = {**_DEFAULTS, "spark.sql.warehouse.dir": spark_warehouse(), **temp, **_DELTA, **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
@@ -101,6 +106,15 @@ def build_session(
 
 
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+
+
+def _local(master: str | None) -> bool:
+    """Whether the application runs in local mode (``master``, else what spark-submit was given)."""
+    if master is None:
+        from pyspark import SparkConf
+
+        master = SparkConf().get("spark.master", "local[*]")
+    return str(master).startswith("local")
 
 
 def _object_store_settings(session: SparkSession) -> None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,26 @@ def test_no_option_when_it_is_off_or_cannot_be_passed(
     for key, value in env.items():
         monkeypatch.setenv(key, value.replace("<tmp>", str(tmp_path)))
     assert java_tmpdir_options() == [], why
+
+
+def test_hadoop_s_temp_folder_follows_tmpdir_and_its_off_switch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.platform.jvm_temp import hadoop_temp_settings
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("USER", "someone")
+    monkeypatch.delenv("ENGINE_JVM_TMPDIR", raising=False)
+    assert hadoop_temp_settings() == {"spark.hadoop.hadoop.tmp.dir": str(tmp_path / "hadoop-someone")}
+    monkeypatch.setenv("ENGINE_JVM_TMPDIR", "off")
+    assert hadoop_temp_settings() == {}
+
+
+def test_the_session_s_hadoop_scratch_is_under_the_tmpdir_it_started_with(spark: Any) -> None:
+    """The test command points TMPDIR at its own root: S3A's buffers (``hadoop.tmp.dir``) go there,
+    not to ``/tmp/hadoop-<user>``, which a run would leave behind."""
+    started_with = os.environ.get("TMPDIR")
+    if not started_with or not os.path.isdir(started_with):
+        pytest.skip("no TMPDIR folder: the JVM keeps Hadoop's default (scripts/test.sh always sets one)")
+    scratch = spark.sparkContext._jsc.hadoopConfiguration().get("hadoop.tmp.dir")
+    assert scratch.startswith(os.path.abspath(started_with) + os.sep), scratch
