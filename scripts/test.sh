@@ -33,6 +33,13 @@ phase() {  # phase NAME COMMAND...: run it and add "NAME<TAB>seconds" to the tim
   return "$rc"
 }
 
+# -- set-up ----------------------------------------------------------------------------------------
+phase virtualenv bash "$root/scripts/bootstrap.sh" venv
+phase jvm-packages bash "$root/scripts/bootstrap.sh" jars
+phase postgresql bash "$root/scripts/postgres.sh" install
+phase kafka bash "$root/scripts/kafka.sh" install
+phase chromium bash "$root/scripts/chromium.sh" install
+
 # -- one temp root for the run ---------------------------------------------------------------------
 systmp="${TMPDIR:-/tmp}"
 for old in "$systmp"/engine-tests.*; do  # a killed run's root, once its run is gone
@@ -41,23 +48,23 @@ for old in "$systmp"/engine-tests.*; do  # a killed run's root, once its run is 
   if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then continue; fi
   rm -rf "$old"
 done
-before="$(ls -A "$systmp" | sort)"
 run_tmp="$(mktemp -d "$systmp/engine-tests.XXXXXX")"
 chmod 755 "$run_tmp"  # PostgreSQL runs as its own OS user under root (tests/postgres.py): it must reach its folder
 echo $$ >"$run_tmp/.owner"
 trap 'rm -rf "$run_tmp"' EXIT
+# The set-up above ran with the system's TMPDIR (apt-get's sandboxed helpers write there); the check
+# covers everything from here on.
+before="$(ls -A "$systmp" | sort)"
 export TMPDIR="$run_tmp"
 
-left_in_system_temp() {  # what the run made in the system temp folder besides its own root
-  comm -13 <(printf '%s\n' "$before") <(ls -A "$systmp" | sort) | grep -vx "$(basename "$run_tmp")" || true
+# What the run made in the system temp folder besides its own root. Not counted: hsperfdata_<user>,
+# the folder every JVM's performance data goes to (fixed at /tmp whatever java.io.tmpdir says; a JVM
+# removes its own file as it exits), which the first JVM of a fresh machine creates.
+left_in_system_temp() {
+  comm -13 <(printf '%s\n' "$before") <(ls -A "$systmp" | sort) | grep -vx -e "$(basename "$run_tmp")" -e 'hsperfdata_.*' || true
 }
 
-# -- set-up, lints, docs ---------------------------------------------------------------------------
-phase virtualenv bash "$root/scripts/bootstrap.sh" venv
-phase jvm-packages bash "$root/scripts/bootstrap.sh" jars
-phase postgresql bash "$root/scripts/postgres.sh" install
-phase kafka bash "$root/scripts/kafka.sh" install
-phase chromium bash "$root/scripts/chromium.sh" install
+# -- lints, docs ----------------------------------------------------------------------------------
 cd "$root"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYSPARK_PYTHON="$venv/python"
