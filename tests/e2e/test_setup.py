@@ -33,8 +33,8 @@ def central(suffix: str) -> bytes:
 
 
 def stamp(*files: Path) -> str:
-    """What ``scripts/bootstrap.sh``'s ``stamp_of`` makes of ``files`` (their paths count)."""
-    script = 'sha256sum "$@" | sha256sum | cut -c1-16'
+    """What ``scripts/bootstrap.sh``'s ``stamp_of`` makes of ``files`` (their contents, not their paths)."""
+    script = 'cat "$@" | sha256sum | cut -c1-16'
     return subprocess.run(["bash", "-c", script, "stamp", *map(str, files)], capture_output=True, text=True).stdout
 
 
