@@ -15,10 +15,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick=()
 if [ "${1:-}" = --quick ]; then quick=(--quick); shift; fi
-# One process by default: on two cores a Spark test keeps both cores ~80% busy, and a second worker's
-# cold JVM competes with the first (docs/contributing/testing.md has the measurements).
-# ENGINE_TEST_WORKERS=N: N pytest-xdist workers, each with its own SparkSession and servers.
-workers="${ENGINE_TEST_WORKERS:-1}"
+# Two pytest-xdist workers by default (one on a one-core machine), each with its own SparkSession and
+# servers: on two cores pytest took 30:00 on two workers where the whole command took 50:34 on one (CI,
+# same commit), as tests that start a process or wait on a lease or a grace leave a core idle
+# (docs/contributing/testing.md has the measurements). ENGINE_TEST_WORKERS=N chooses N (1: one process).
+cores="$(nproc 2>/dev/null || echo 1)"
+workers="${ENGINE_TEST_WORKERS:-$((cores >= 2 ? 2 : 1))}"
 xdist=()
 if [ "$workers" != 1 ]; then xdist=(-n "$workers" --dist worksteal); fi
 venv="$root/.venv/bin"

@@ -73,7 +73,7 @@ SLOW_MARKERS = ("e2e", "crash", "cluster")
 """Markers of tests that start a process or a server of their own (a whole command, a driver killed at a
 point, a standalone cluster): ``slow`` too, which ``--quick`` leaves out."""
 
-QUICK_PER_MODULE = 4
+QUICK_PER_MODULE = 3
 """How many test functions of each module ``--quick`` keeps (the first, in file order, that are not
 slow), each with its first case only."""
 

@@ -66,6 +66,7 @@ def rejected(spark: Any, tmp_path: Path) -> tuple[Path, Path, Inputs]:
     return wh, jobs, inputs
 
 
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_replay_publishes_what_passes_now_once_and_leaves_the_rest(rejected: tuple[Path, Path, Inputs]) -> None:
     wh, jobs, inputs = rejected
     live = _live(wh)

@@ -101,6 +101,7 @@ def _said(printed: list[str], effect: str, sink: str) -> bool:
     return any(line.split()[:1] == [effect] and sink in line for line in printed)
 
 
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_a_rewind_names_the_sinks_that_get_duplicates_and_the_error_table_keeps_each_record_once(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ from tests.s3 import S3Server
 pytestmark = pytest.mark.s3
 
 
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_three_incremental_runs_over_files_landing_on_s3(
     spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
 ) -> None:

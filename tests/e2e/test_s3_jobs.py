@@ -29,6 +29,7 @@ def _ids(s3: S3Server, url: str) -> list[int]:
     return sorted(DeltaTable(url, storage_options=s3.storage_options()).to_pyarrow_table().column("id").to_pylist())
 
 
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_a_fan_out_discovered_on_s3_then_a_checkpoint_rewind_in_the_s3_warehouse(
     spark: Any, s3_server: S3Server, bucket: str, tmp_path: Path, s3_connection: str
 ) -> None:

@@ -97,6 +97,7 @@ def test_the_demo_job_with_its_warehouse_on_s3(
     assert table(s3_server, f"{wh}/orders").to_pyarrow_table().num_rows == 40
 
 
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_two_runs_of_one_job_on_an_s3_warehouse_one_is_refused(
     spark: Any, s3_server: S3Server, bucket: str, s3_connection: str
 ) -> None:

@@ -63,6 +63,7 @@ def job(root: Path, *, groups: int | None = None, policy: str = "full") -> dict[
     return spec
 
 
+@pytest.mark.slow  # 160 unions analysed by Spark (15-25 s): --quick takes cheaper ones
 def test_every_mix_of_group_sizes_unions_into_one_frame(spark: Any, lake: Path) -> None:
     """1 to 20 datasets against 1 to 8 groups: whatever sizes packing gives the groups, their
     frames, as the run builds them, line up in one union (analysed by Spark, nothing read). A

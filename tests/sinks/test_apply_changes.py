@@ -185,6 +185,7 @@ def land(wh: Path, run: int, events: list[Event]) -> None:
     ],
     ids=["scd1", "scd1-soft", "scd2"],
 )
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_three_runs_of_a_change_stream_leave_what_the_rules_give(
     spark: Any, tmp_path: Path, sink: dict[str, Any], model: Any, columns: tuple[str, ...]
 ) -> None:
@@ -294,6 +295,7 @@ def _tombstones(wh: Path) -> list[tuple[int, int]]:
     )
 
 
+@pytest.mark.slow  # several runs of a job in one test (15-35 s): --quick takes cheaper ones
 def test_a_late_event_older_than_a_hard_delete_of_an_earlier_run_inserts_nothing(spark: Any, tmp_path: Path) -> None:
     """The delete of key 1 leaves a tombstone beside the table: a later run's event older than
     the delete is refused, a newer one inserts the key again. Spark and delta-rs read the table
