@@ -98,7 +98,8 @@ def test_the_engine_command_runs_the_demo_job_outside_the_repo(installed: Path, 
     cwd, wh = tmp_path / "work", tmp_path / "wh"
     shutil.copytree(REPO / "jobs" / "demo", cwd / "jobs" / "demo")  # jobs: ./jobs by default
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "PYTHON", "ENGINE_"))}
-    env.update(ENGINE_JARS=str(REPO / ".cache" / "jars"), ENGINE_CACHE=str(tmp_path / "cache"), ENGINE_CDS="train")
+    env.update(ENGINE_JARS=str(REPO / ".cache" / "jars"), ENGINE_CLASS_PATH=str(REPO / ".cache" / "classpath"))
+    env.update(ENGINE_CACHE=str(tmp_path / "cache"), ENGINE_CDS="train")
     spark = ["--master", "local[2]", "--driver-memory", "1g", "--conf", "spark.ui.enabled=false"]
     proc = subprocess.run(
         [installed / "engine", *spark, "job=demo/orders", f"warehouse={wh}"],
