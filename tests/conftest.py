@@ -4,6 +4,7 @@ and a fresh lake directory per test. Tests that need no JVM never touch the ``sp
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,12 @@ SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 """Java options of every driver JVM a test starts through spark-submit (a whole command, a crash
 driver, the flow service's executions), through ``SPARK_SUBMIT_OPTS``, which Spark's launcher adds to
 the driver's command: C1 only, as a run of a few seconds never repays C2's compiling. The demo job
-through ``./spark-submit.sh``: 15.2 s and 24.7 s of CPU by default, 11.7 s and 13.3 s so. The
-session's own JVM, which lives for the whole run, keeps the default (:func:`spark`)."""
+through ``./spark-submit.sh``: 15.2 s and 24.7 s of CPU by default, 11.7 s and 13.3 s so.
+
+The session's own JVM (:func:`spark`) takes them only under pytest-xdist: with two workers on two
+cores the cores are busy (95%) and C2's compiling takes them from the other worker's tests
+(tests/converters and tests/catalogue on two workers: 185.5 s, 161.6 s with C1 only); one process
+alone leaves a core idle for C2, and C1's code is slower there (tests/converters: 118 s, 140 s)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,10 +51,11 @@ def spark() -> Iterator[object]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers import pyarrow (as scripts/test.sh sets)
     from engine.platform.jvm_temp import java_tmpdir_options
 
-    java = " ".join(java_tmpdir_options())  # Spark's and the JVM's temp files under the run's TMPDIR
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS", f"--driver-memory 2g {f'--driver-java-options {java} ' if java else ''}pyspark-shell"
-    )
+    java = java_tmpdir_options()  # Spark's and the JVM's temp files under the run's TMPDIR
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        java.append(SHORT_JVM_OPTIONS)  # two workers share the cores: C2's compiling costs the other one
+    options = f"--driver-java-options {shlex.quote(' '.join(java))} " if java else ""
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory 2g {options}pyspark-shell")
     short = os.environ.pop("SPARK_SUBMIT_OPTS", None)  # for the drivers tests start, not this long-lived one
     try:
         session = build_session(
