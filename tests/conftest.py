@@ -20,10 +20,9 @@ driver, the flow service's executions), through ``SPARK_SUBMIT_OPTS``, which Spa
 the driver's command: C1 only, as a run of a few seconds never repays C2's compiling. The demo job
 through ``./spark-submit.sh``: 15.2 s and 24.7 s of CPU by default, 11.7 s and 13.3 s so.
 
-The session's own JVM (:func:`spark`) takes them only under pytest-xdist: with two workers on two
-cores the cores are busy (95%) and C2's compiling takes them from the other worker's tests
-(tests/converters and tests/catalogue on two workers: 185.5 s, 161.6 s with C1 only); one process
-alone leaves a core idle for C2, and C1's code is slower there (tests/converters: 118 s, 140 s)."""
+The session's own JVM (:func:`spark`), which lives for the whole run, keeps the default: with C1
+only it was faster over three minutes of tests on two workers (185.5 s, 161.6 s) but far slower
+over a whole run (46% of the suite after 22 minutes, against 71% by default)"""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,8 +51,6 @@ def spark() -> Iterator[object]:
     from engine.platform.jvm_temp import java_tmpdir_options
 
     java = java_tmpdir_options()  # Spark's and the JVM's temp files under the run's TMPDIR
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        java.append(SHORT_JVM_OPTIONS)  # two workers share the cores: C2's compiling costs the other one
     options = f"--driver-java-options {shlex.quote(' '.join(java))} " if java else ""
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory 2g {options}pyspark-shell")
     short = os.environ.pop("SPARK_SUBMIT_OPTS", None)  # for the drivers tests start, not this long-lived one
