@@ -147,9 +147,15 @@ def kept_stage(store: Any, stage_id: int) -> Any:
         return None
 
 
+NAP = "engine.test.nap"
+"""The JVM system property of how long each record of :func:`slow_job` sleeps (milliseconds; none: 0)."""
+
+
 def slow_job(src: Path) -> dict[str, Any]:
-    # every record sleeps 300 ms in the JVM: reading takes seconds, and a cancel interrupts it
-    sleepy = [{"type": "derive", "columns": {"nap": "reflect('java.lang.Thread', 'sleep', cast(300 as bigint))"}}]
+    # every record sleeps NAP ms in the JVM (300 for the run to stop: reading takes seconds, and a cancel
+    # interrupts it; 0 for the reruns, which run the same job, so the stored plan and chain stay the same)
+    nap = f"cast(reflect('java.lang.System', 'getProperty', '{NAP}', '0') as bigint)"
+    sleepy = [{"type": "derive", "columns": {"nap": f"reflect('java.lang.Thread', 'sleep', {nap})"}}]
     return {
         "parallelism": 2,
         "dags": {name: files_dag(src, name, converters=sleepy) for name in ("one", "two", "three")},
@@ -161,14 +167,20 @@ def test_a_stop_cancels_running_dags_publishes_nothing_and_a_rerun_finishes(spar
     metadata, store = InMemoryMetadataStore(), InMemoryRunStore()
     manager = JobManager(spark, metadata)
     planned = manager.plan(compile_dict(slow_job(src), lake), "run-1")
-    board, stop, out = Board(), Stop(), {}
-    runner = threading.Thread(target=lambda: out.update(r=manager.execute(planned, store, stop=stop, board=board)))
-    runner.start()
-    deadline = time.monotonic() + 120
-    while sum(1 for p in board.snapshot() if p.phase == "running") < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    stop.request("received SIGTERM", 15)
-    runner.join(timeout=300)
+    board, stop = Board(), Stop()
+    out: dict[str, Any] = {}
+    system = spark._jvm.java.lang.System
+    system.setProperty(NAP, "300")
+    try:
+        runner = threading.Thread(target=lambda: out.update(r=manager.execute(planned, store, stop=stop, board=board)))
+        runner.start()
+        deadline = time.monotonic() + 120
+        while sum(1 for p in board.snapshot() if p.phase == "running") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stop.request("received SIGTERM", 15)
+        runner.join(timeout=300)
+    finally:
+        system.clearProperty(NAP)
     result = out["r"]
     assert result.status == "CANCELLED" and result.summary()["stopped_by"] == "received SIGTERM"
     statuses = {d.name: d.status for d in result.dags}
