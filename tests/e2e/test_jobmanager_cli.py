@@ -23,15 +23,20 @@ from deltalake import DeltaTable
 from tests.e2e import REPO, SUBMIT
 from tests.helpers import run_cli
 
-NAP = "reflect('java.lang.Thread', 'sleep', cast(300 as bigint))"  # per record: a run takes a while
+NAP = "engine.test.nap"
+"""A JVM system property: how long each record sleeps, in ms (none unless set). The stopped driver gets
+300 (``-Dengine.test.nap=300``): a run lasts long enough to be stopped. The reruns in this process, whose
+JVM never sets it, do not sleep: the same job, so the same outputs, without 12 s of naps each."""
 
 
 def slow_job(src: Path) -> str:
-    """Three DAGs whose records each sleep 300 ms in the JVM: a run lasts long enough to be stopped."""
+    """Three DAGs whose records each sleep :data:`NAP` ms in the JVM."""
+    ms = f"cast(reflect('java.lang.System', 'getProperty', '{NAP}', '0') as bigint)"
+    nap = f"reflect('java.lang.Thread', 'sleep', {ms})"
     dags = "\n".join(
         f"  {name} {{\n"
         f'    sources.s {{ type = files, format = json, path = "{src}", schema = "id BIGINT" }}\n'
-        f'    converters = [{{ type = derive, columns {{ nap = "{NAP}" }} }}]\n'
+        f'    converters = [{{ type = derive, columns {{ nap = "{nap}" }} }}]\n'
         f"    sinks.out {{ type = delta, path = {name} }}\n  }}"
         for name in ("one", "two", "three")
     )
@@ -49,7 +54,10 @@ def jobs_dir(tmp_path: Path) -> Path:
 
 
 def env(jobs: Path) -> dict[str, str]:
-    return {**os.environ, "ENGINE_JOBS_DIR": str(jobs)}
+    """The stopped driver's environment: the jobs folder, and :data:`NAP` for its JVM."""
+    nap = f"-D{NAP}=300"
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    return {**os.environ, "ENGINE_JOBS_DIR": str(jobs), "SPARK_SUBMIT_OPTS": f"{opts} {nap}".strip()}
 
 
 def last_json(stdout: str) -> dict[str, Any]:
