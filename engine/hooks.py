@@ -7,7 +7,8 @@ installs the hooks a run's environment asks for once, when the run starts
 (:func:`installed` with :meth:`Hooks.from_env`), so crash tests and drills keep driving a
 ``spark-submit`` driver by environment variables:
 
-- ``ENGINE_KILL_AT=<point>[@<dag>][,...]``: the driver kills itself (``SIGKILL``) at that point;
+- ``ENGINE_KILL_AT=<point>[@<dag>][,...]``: the driver kills itself (``SIGKILL``) at that point,
+  with its process group when it leads one;
 - ``ENGINE_FAIL_DATASETS=<glob>[,...]``: reading a dataset whose URN matches fails on the executors.
 
 This module sits beside :mod:`engine.errors`, outside the layers, so every layer may call it; it
@@ -50,11 +51,24 @@ class Hooks:
         atexit), as a lost machine would, if a drill asked for it."""
         if point in self.kill_at or f"{point}@{dag}" in self.kill_at:
             print(f"engine: killed at {point} in dag {dag} ({KILL_AT})", file=sys.stderr, flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
+            _die()
 
     def doomed(self, datasets: list[str]) -> list[str]:
         """Those of ``datasets`` whose reads must fail."""
         return [d for d in datasets if any(fnmatch.fnmatchcase(d, p) for p in self.fail_datasets)]
+
+
+def _die() -> None:
+    """SIGKILL to this driver and, when it leads its process group (a drill started it so), to the
+    whole group at once: the JVM it launched (``python main.py``: the JVM is its child) dies with
+    it, as on a lost machine, instead of noticing its driver gone and running its shutdown hooks
+    (stopping Spark, deleting its temp folders: a second or more of clean-up no crash does). Under
+    ``spark-submit`` the driver is the JVM's child and leads no group: it kills itself alone and the
+    JVM ends as its Python runner sees it die."""
+    me = os.getpid()
+    if os.getpgrp() == me:
+        os.killpg(me, signal.SIGKILL)
+    os.kill(me, signal.SIGKILL)
 
 
 _current = Hooks()

@@ -3,9 +3,9 @@
 One job reads JSON-lines files from ``<wh>/in/<dataset>/`` (one dataset per directory), rejects
 records with a negative amount, and writes the rest to a Delta table, Parquet (partitioned by
 day), Avro and JSON sinks; rejected records go to the error table. A crash run is a real process
-(``python main.py``) killed with SIGKILL at a named point; reruns go through the same CLI entry
-in this process. :func:`check_exactly_once` then reads every sink with readers that are not
-Spark (delta-rs, pyarrow, fastavro, json) and the state table with delta-rs.
+(``python main.py``, leading its process group) killed with its JVM by SIGKILL at a named point;
+reruns go through the same CLI entry in this process. :func:`check_exactly_once` then reads
+every sink with readers that are not Spark (delta-rs, pyarrow, fastavro, json) and the state table with delta-rs.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ import contextlib
 import io
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -109,19 +112,35 @@ def _argv(wh: Path | str, extra: list[str], job: str = JOB) -> list[str]:
 
 def crash_run(
     jobs_dir: Path, wh: Path | str, *, kill_at: str, fail: str = "", extra: list[str] | None = None, timeout: int = 300
-) -> subprocess.CompletedProcess[str]:
+) -> Ended:
     """Run the job in a new driver process that kills itself (SIGKILL) at ``kill_at``."""
     return driver(jobs_dir, wh, kill_at=kill_at, fail=fail, extra=extra).communicate_result(timeout)
 
 
 class _Driver(subprocess.Popen):  # type: ignore[type-arg]
-    def communicate_result(self, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    temp: Path
+    """The driver's own temp folder (its ``TMPDIR`` and the JVM's ``java.io.tmpdir``): a driver killed
+    with its JVM leaves Spark's folders there (a copy of the jars, the block manager's), removed once
+    it has ended."""
+
+    def communicate_result(self, timeout: int = 300) -> Ended:
         try:
             out, err = self.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.kill()  # a hung driver must not keep holding the job's lease
+            os.killpg(self.pid, signal.SIGKILL)  # a hung driver (and its JVM) must not keep holding the job's lease
             out, err = self.communicate()
-        return subprocess.CompletedProcess(self.args, self.returncode, out, err)
+        left = sorted(p.name for p in self.temp.iterdir())
+        shutil.rmtree(self.temp, ignore_errors=True)
+        return Ended(self.args, self.returncode, out, err, left_behind=left)
+
+
+class Ended(subprocess.CompletedProcess):  # type: ignore[type-arg]
+    """A driver's end, and what it left in its temp folder (names): Spark's ``blockmgr-*`` there
+    says its JVM was killed, not stopped (a stopped one deletes it)."""
+
+    def __init__(self, args: Any, returncode: int, stdout: str, stderr: str, *, left_behind: list[str]) -> None:
+        super().__init__(args, returncode, stdout, stderr)
+        self.left_behind = left_behind
 
 
 def driver(
@@ -130,30 +149,35 @@ def driver(
     """Start the job in a new driver process (``python main.py``, the cached jars, local[2])."""
     from engine.runtime.session import cached_class_path, cached_jars
 
+    temp = Path(tempfile.mkdtemp(prefix="engine-driver-"))
     env = {
         **os.environ,
+        "TMPDIR": str(temp),
         "ENGINE_JOBS_DIR": str(jobs_dir),
         "ENGINE_KILL_AT": kill_at,
         "ENGINE_FAIL_DATASETS": fail,
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_SUBMIT_ARGS": (
-            f"--master local[2] --driver-memory 1g --conf spark.ui.enabled=false {_java_options()}"
+            f"--master local[2] --driver-memory 1g --conf spark.ui.enabled=false {_java_options(temp)}"
             f"--jars {','.join(cached_jars(REPO))} --driver-class-path {':'.join(cached_class_path(REPO))} "
             "pyspark-shell"
         ),
     }
-    return _Driver(
+    proc = _Driver(
         [sys.executable, str(REPO / "main.py"), *_argv(wh, extra or [], job)],
         env=env,
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # it leads its group: killed at a point, its JVM dies with it (engine.hooks)
     )
+    proc.temp = temp
+    return proc
 
 
-def _java_options() -> str:
+def _java_options(temp: Path) -> str:
     """The driver JVM's start as ``spark-submit.sh`` makes it, with the class archive an earlier
     run wrote (the most recent, when there is one: a JVM ignores one that does not fit it), and C1
     only: a crash run is a short job whose compiling C2 would not repay. Together they take a third
@@ -161,9 +185,7 @@ def _java_options() -> str:
     from engine.platform.class_archive import most_recent
 
     archive = most_recent(REPO / ".cache" / "cds")
-    from engine.platform.jvm_temp import java_tmpdir_options
-
-    opts = ["-XX:TieredStopAtLevel=1", *java_tmpdir_options()]
+    opts = ["-XX:TieredStopAtLevel=1", f"-Djava.io.tmpdir={temp}"]
     if archive is not None and os.environ.get("ENGINE_CDS", "on") != "off":
         opts += [f"-XX:SharedArchiveFile={archive.resolve()}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
     return f"--driver-java-options '{' '.join(opts)}' "

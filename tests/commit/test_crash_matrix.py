@@ -50,6 +50,7 @@ def test_crash_then_rerun_publishes_exactly_once(spark: Any, tmp_path: Path, poi
     crashed = crash_run(jobs, wh, kill_at=point, fail="*/in/b" if policy == "partial" else "")
     assert crashed.returncode == -9, f"not killed at {point}: rc={crashed.returncode}\n{crashed.stderr[-3000:]}"
     assert f"killed at {point} in dag crash" in crashed.stderr
+    assert any(n.startswith("blockmgr-") for n in crashed.left_behind), "its JVM was stopped, not killed with it"
 
     inputs.add("b", 20)  # new input arrives while the job is down
     code, rerun = run_here(jobs, wh)  # repairs the crashed batch (a stored plan runs as it was)
