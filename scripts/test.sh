@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up (idempotent: .venv, JVM jars, PostgreSQL server binaries, Kafka broker jars,
 # Chromium), lint (ruff), types (mypy), layer contracts (import-linter), the docs build, then pytest.
-#   scripts/test.sh [--quick] [pytest args]
+#   scripts/test.sh [--quick] [--coverage] [pytest args]
 # --quick: the inner loop (every test module, its first few tests that start no whole command, crash
 # driver nor cluster: tests/conftest.py), minutes instead of the full gate. Extra arguments go to pytest.
+# --coverage: line coverage of engine/ over the run (setup.cfg [coverage:run]), every Python process
+# the tests start included: .cache/coverage/report.txt. Slower; not for timing, not in CI.
 #
 # Where the time went: every phase here and every test's set-up/call/tear-down land in
 # .cache/test-timing/ (tests/timing.py), and the top of that report is printed at the end.
@@ -14,7 +16,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick=()
-if [ "${1:-}" = --quick ]; then quick=(--quick); shift; fi
+coverage=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=(--quick) ;;
+    --coverage) coverage=(--cov --cov-config="$root/setup.cfg" --cov-report=) ;;
+    *) break ;;
+  esac
+  shift
+done
 # Two pytest-xdist workers by default (one on a one-core machine), each with its own SparkSession and
 # servers: on two cores pytest took 30:00 on two workers where the whole command took 50:34 on one (CI,
 # same commit), as tests that start a process or wait on a lease or a grace leave a core idle
@@ -90,7 +100,18 @@ fi
 
 # -- the tests -------------------------------------------------------------------------------------
 rc=0
-echo "== pytest" && phase pytest "$venv/python" -m pytest "${xdist[@]}" "${quick[@]}" "$@" || rc=$?
+if [ ${#coverage[@]} -gt 0 ]; then
+  # an absolute data file: a driver may start in another folder; a run starts from no data
+  export ENGINE_COVERAGE_DATA="$root/.cache/coverage/data"
+  rm -rf "$root/.cache/coverage" && mkdir -p "$root/.cache/coverage"
+fi
+echo "== pytest" && phase pytest "$venv/python" -m pytest "${xdist[@]}" "${quick[@]}" "${coverage[@]}" "$@" || rc=$?
+if [ ${#coverage[@]} -gt 0 ]; then
+  "$venv/coverage" combine --rcfile="$root/setup.cfg" -q --data-file="$ENGINE_COVERAGE_DATA" 2>/dev/null || true
+  "$venv/coverage" report --rcfile="$root/setup.cfg" --data-file="$ENGINE_COVERAGE_DATA" --include="$root/engine/*" \
+    >"$root/.cache/coverage/report.txt" || true
+  echo "== coverage of engine/ ($root/.cache/coverage/report.txt)" && grep "^TOTAL" "$root/.cache/coverage/report.txt"
+fi
 "$venv/python" -m tests.timing 70 || true
 
 rm -rf "$run_tmp"
