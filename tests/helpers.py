@@ -12,6 +12,17 @@ from typing import Any
 
 from engine.spec import JobSpec, compile_job
 
+NAP = "engine.test.nap"
+"""A JVM system property: how many milliseconds each record of a :data:`NAP_SQL` step sleeps (unset: none).
+A test sets it only in the JVM whose run must last long enough to be stopped (``System.setProperty``,
+or ``-Dengine.test.nap=300`` for a driver it starts); its reruns are then the same job (the same stored
+plan and chain) without the naps."""
+
+NAP_SQL = (
+    f"reflect('java.lang.Thread', 'sleep', cast(reflect('java.lang.System', 'getProperty', '{NAP}', '0') as bigint))"
+)
+"""A SQL expression that sleeps :data:`NAP` ms in the JVM (a ``derive`` column: once per record)."""
+
 
 def write_jsonl(path: Path, rows: list[dict[str, Any] | str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

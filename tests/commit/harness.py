@@ -124,23 +124,29 @@ class _Driver(subprocess.Popen):  # type: ignore[type-arg]
     it has ended."""
 
     def communicate_result(self, timeout: int = 300) -> Ended:
+        timed_out = False
         try:
             out, err = self.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.pid, signal.SIGKILL)  # a hung driver (and its JVM) must not keep holding the job's lease
             out, err = self.communicate()
+            timed_out = True
         left = sorted(p.name for p in self.temp.iterdir())
         shutil.rmtree(self.temp, ignore_errors=True)
-        return Ended(self.args, self.returncode, out, err, left_behind=left)
+        return Ended(self.args, self.returncode, out, err, left_behind=left, timed_out=timed_out)
 
 
 class Ended(subprocess.CompletedProcess):  # type: ignore[type-arg]
     """A driver's end, and what it left in its temp folder (names): Spark's ``blockmgr-*`` there
-    says its JVM was killed, not stopped (a stopped one deletes it)."""
+    says its JVM was killed, not stopped (a stopped one deletes it). ``timed_out``: it was still
+    running after the timeout, and the harness killed it (with its JVM)."""
 
-    def __init__(self, args: Any, returncode: int, stdout: str, stderr: str, *, left_behind: list[str]) -> None:
+    def __init__(
+        self, args: Any, returncode: int, stdout: str, stderr: str, *, left_behind: list[str], timed_out: bool = False
+    ) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.left_behind = left_behind
+        self.timed_out = timed_out
 
 
 def driver(

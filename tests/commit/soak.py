@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,13 +54,9 @@ def kill_point(rng: random.Random) -> str:
 
 def crash(jobs: Path, wh: Path, point: str, fail: str, timeout: int) -> tuple[bool, int, str]:
     """A driver process told to die at ``point``: (killed there, exit code, what it reported)."""
-    proc = driver(jobs, wh, kill_at=point, fail=fail)
-    try:
-        done = proc.communicate_result(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise SoakFailure(f"driver (kill at {point}) still running after {timeout}s") from None
+    done = driver(jobs, wh, kill_at=point, fail=fail).communicate_result(timeout)  # a hung one: killed with its JVM
+    if done.timed_out:
+        raise SoakFailure(f"driver (kill at {point}) still running after {timeout}s")
     killed = done.returncode == -9 and f"killed at {point} " in done.stderr
     if done.returncode == -9 and not killed:
         raise SoakFailure(f"driver SIGKILLed but not at {point}:\n{done.stderr[-3000:]}")

@@ -21,22 +21,17 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.e2e import REPO, SUBMIT
-from tests.helpers import run_cli
-
-NAP = "engine.test.nap"
-"""A JVM system property: how long each record sleeps, in ms (none unless set). The stopped driver gets
-300 (``-Dengine.test.nap=300``): a run lasts long enough to be stopped. The reruns in this process, whose
-JVM never sets it, do not sleep: the same job, so the same outputs, without 12 s of naps each."""
+from tests.helpers import NAP, NAP_SQL, run_cli
 
 
 def slow_job(src: Path) -> str:
-    """Three DAGs whose records each sleep :data:`NAP` ms in the JVM."""
-    ms = f"cast(reflect('java.lang.System', 'getProperty', '{NAP}', '0') as bigint)"
-    nap = f"reflect('java.lang.Thread', 'sleep', {ms})"
+    """Three DAGs whose records each sleep :data:`NAP` ms in the JVM. The stopped driver gets 300
+    (``-Dengine.test.nap=300``): a run lasts long enough to be stopped. The reruns in this process,
+    whose JVM never sets it, do not sleep: the same job, so the same outputs, without 12 s of naps each."""
     dags = "\n".join(
         f"  {name} {{\n"
         f'    sources.s {{ type = files, format = json, path = "{src}", schema = "id BIGINT" }}\n'
-        f'    converters = [{{ type = derive, columns {{ nap = "{nap}" }} }}]\n'
+        f'    converters = [{{ type = derive, columns {{ nap = "{NAP_SQL}" }} }}]\n'
         f"    sinks.out {{ type = delta, path = {name} }}\n  }}"
         for name in ("one", "two", "three")
     )

@@ -22,7 +22,7 @@ from engine.spec import compile_job
 from engine.state import InMemoryRunStore
 from engine.state.status import Status
 from engine.state.store import InMemoryMetadataStore
-from tests.helpers import compile_dict, delta_ids, run_dict, write_jsonl
+from tests.helpers import NAP, NAP_SQL, compile_dict, delta_ids, run_dict, write_jsonl
 
 
 def files_dag(src: Path | str, out: str, **over: Any) -> dict[str, Any]:
@@ -147,15 +147,10 @@ def kept_stage(store: Any, stage_id: int) -> Any:
         return None
 
 
-NAP = "engine.test.nap"
-"""The JVM system property of how long each record of :func:`slow_job` sleeps (milliseconds; none: 0)."""
-
-
 def slow_job(src: Path) -> dict[str, Any]:
     # every record sleeps NAP ms in the JVM (300 for the run to stop: reading takes seconds, and a cancel
     # interrupts it; 0 for the reruns, which run the same job, so the stored plan and chain stay the same)
-    nap = f"cast(reflect('java.lang.System', 'getProperty', '{NAP}', '0') as bigint)"
-    sleepy = [{"type": "derive", "columns": {"nap": f"reflect('java.lang.Thread', 'sleep', {nap})"}}]
+    sleepy = [{"type": "derive", "columns": {"nap": NAP_SQL}}]
     return {
         "parallelism": 2,
         "dags": {name: files_dag(src, name, converters=sleepy) for name in ("one", "two", "three")},
