@@ -42,16 +42,6 @@ def pytest_configure(config: pytest.Config) -> None:
 pytest_plugins = ["tests.kafka", "tests.postgres", "tests.s3", "tests.timing"]
 
 
-INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-"""The session evaluates expressions as interpreted trees instead of compiling Java for each plan: a
-test's data is tens of rows, and generating and compiling code for every new plan (Janino, then the
-JIT warming each class) cost more than it saves; a two-worker run took 7-10% less pytest time
-(docs/contributing/testing.md). What the engine computes is the same either way (Spark's own tests
-run both); the guards that generated code covers the read and every step turn it back on for their
-own runs (tests/runtime/test_plan_shape.py), and every whole command and killed driver runs with
-Spark's defaults."""
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from engine.runtime.session import build_session, cached_class_path, cached_jars
@@ -77,7 +67,6 @@ def spark() -> Iterator[object]:
                 # plan-shape guards find a scan or a write by its path in the node's description, which
                 # Spark cuts at 100 characters: the test command's temp root made the paths longer
                 "spark.sql.maxMetadataStringLength": 1000,
-                **INTERPRETED,
             },
             master="local[2]",
             jars=cached_jars(REPO),

@@ -5,14 +5,11 @@ UDF, a stray shuffle) fails here although every output stays right."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import INTERPRETED
 from tests.helpers import run_dict, write_jsonl
 from tests.sqllog import Execution, SqlLog
 
@@ -68,41 +65,18 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tupl
             converters=[{"type": "dedupe", "keys": ["email"], "order_by": ["id DESC"]}],
         ),
     }
-    with generated_code(spark):
-        for shape, job in shapes.items():
-            out[shape] = _run_shape(spark, tmp_path_factory, shape, job)
+    for shape, job in shapes.items():
+        root = tmp_path_factory.mktemp(shape.replace(" ", "_"))
+        inbox = root / "inbox"
+        for k in range(3):
+            write_jsonl(inbox / f"part-{k}.json", _rows(20))
+        job["sources"]["in"]["path"] = str(inbox)
+        (root / "lake").mkdir()
+        log = SqlLog(spark)
+        result, _ = run_dict(spark, job, root / "lake")
+        assert result.status == "SUCCEEDED", result.summary()
+        out[shape] = (inbox, log.executions())
     return out
-
-
-@contextmanager
-def generated_code(spark: Any) -> Iterator[None]:
-    """Spark's defaults for whole-stage and expression code generation, which the test session turns
-    off (tests/conftest.py ``INTERPRETED``): a guard on the generated plan needs the plan a user's run
-    gets."""
-    saved = {key: spark.conf.get(key) for key in INTERPRETED}
-    for key in INTERPRETED:
-        spark.conf.unset(key)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
-
-
-def _run_shape(
-    spark: Any, tmp_path_factory: pytest.TempPathFactory, shape: str, job: dict[str, Any]
-) -> tuple[Path, list[Execution]]:
-    """One run of a job shape on three small files: the input directory and the run's executions."""
-    root = tmp_path_factory.mktemp(shape.replace(" ", "_"))
-    inbox = root / "inbox"
-    for k in range(3):
-        write_jsonl(inbox / f"part-{k}.json", _rows(20))
-    job["sources"]["in"]["path"] = str(inbox)
-    (root / "lake").mkdir()
-    log = SqlLog(spark)
-    result, _ = run_dict(spark, job, root / "lake")
-    assert result.status == "SUCCEEDED", result.summary()
-    return inbox, log.executions()
 
 
 @pytest.mark.parametrize("shape", ["one sink", "three sinks", "dedupe and partitions", "sole sink"])
