@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
 
+from engine.platform.jvm import java_class
 from engine.storage.hadoop import HadoopFs
 
 if TYPE_CHECKING:
@@ -102,17 +103,20 @@ class _Delta:
     def module(self, cls: Any) -> Any:
         return getattr(cls, "MODULE$")
 
+    def cls(self, name: str) -> Any:
+        return java_class(self.jvm, name)
+
     def seq(self, items: list[Any]) -> Any:
-        java = self.jvm.java.util.ArrayList()
+        java = self.cls("java.util.ArrayList")()
         for item in items:
             java.add(item)
-        return self.jvm.scala.jdk.javaapi.CollectionConverters.asScala(java).toList()
+        return self.cls("scala.jdk.javaapi.CollectionConverters").asScala(java).toList()
 
     def option(self, value: Any) -> Any:
-        return self.jvm.scala.Option.apply(value)
+        return self.cls("scala.Option").apply(value)
 
     def now(self) -> Any:
-        return self.option(self.jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
+        return self.option(self.cls("java.lang.Long").valueOf(int(time.time() * 1000)))
 
     def transaction(self, table: str) -> Any:
         return self.pkg.DeltaLog.forTable(self.jspark, table).startTransaction()
@@ -120,7 +124,7 @@ class _Delta:
     def forget(self, table: str) -> None:
         """Drop Delta's cached log of ``table`` (a scratch directory that is gone)."""
         self.module(getattr(self.pkg, "DeltaLog$")).invalidateCache(
-            self.jspark, self.jvm.org.apache.hadoop.fs.Path(table)
+            self.jspark, self.cls("org.apache.hadoop.fs.Path")(table)
         )
 
     def action(self, text: str) -> Any:
@@ -370,7 +374,7 @@ def commit_files(
     if mode == "overwrite" and txn.readVersion() >= 0:
         actions += [f.remove() for f in _scala_list(txn.filterFiles())]
     actions.append(delta.pkg.actions.SetTransaction(app_id, batch, delta.now()))
-    save_mode = spark.sparkContext._jvm.org.apache.spark.sql.SaveMode  # type: ignore[union-attr]
+    save_mode = delta.cls("org.apache.spark.sql.SaveMode")
     none = delta.option(None)
     operation = getattr(delta.pkg, "DeltaOperations$Write")(
         save_mode.Overwrite if mode == "overwrite" else save_mode.Append,

@@ -33,6 +33,7 @@ from engine.commit.delta_files import (
     write_files,
 )
 from engine.commit.errors import StepError
+from engine.platform.jvm import session_settings
 from engine.state import watermarks
 from engine.state.rows import DatasetState, FileRead, utcnow
 from engine.state.store import StateStore
@@ -404,7 +405,7 @@ def dml_session(spark: SparkSession, app_id: str, batch: int, user_metadata: str
     starts with the application's runtime confs (a new session has only the static ones: without
     ``spark.databricks.delta.snapshotPartitions`` a MERGE took 10 s more)."""
     session = spark.newSession()
-    for key, value in spark.conf.getAll.items():
+    for key, value in session_settings(spark).items():
         if session.conf.isModifiable(key):
             session.conf.set(key, value)
     session.conf.set("spark.databricks.delta.write.txnAppId", app_id)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import pyspark
 
+from engine.platform.jvm import session_settings
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -34,7 +36,7 @@ __all__ = ["chain_key", "sql_settings"]
 def sql_settings(spark: SparkSession) -> list[tuple[str, str]]:
     """The session's ``spark.sql.*`` settings, taken before the DAG plans: reading files may make
     a library set some of its own (Delta's Parquet field ids), which must not change the key."""
-    return sorted((k, v) for k, v in spark.conf.getAll.items() if k.startswith("spark.sql."))
+    return sorted((k, v) for k, v in session_settings(spark).items() if k.startswith("spark.sql."))
 
 
 def chain_key(settings: list[tuple[str, str]], spec: DagSpec, schema: str) -> str:

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from pyspark.sql import functions as F
 
+from engine.platform.jvm import session_settings
 from engine.storage.filesystem import hidden
 from engine.storage.hadoop import HadoopFs
 from engine.storage.options import local_path
@@ -125,7 +126,7 @@ def _listing_session(spark: SparkSession) -> SparkSession:
         session: SparkSession | None = getattr(spark, "_engine_listing", None)
         if session is None:
             session = spark.newSession()
-            for key, value in spark.conf.getAll.items():
+            for key, value in session_settings(spark).items():
                 if session.conf.isModifiable(key):
                     session.conf.set(key, value)
             tasks = str(max(2, spark.sparkContext.defaultParallelism))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from engine.platform.jvm import java_class
 from engine.storage.filesystem import hidden
 
 if TYPE_CHECKING:
@@ -30,15 +31,20 @@ class HadoopFs:
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
 
     def _fs(self, path: str) -> tuple[Any, Any]:
-        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
+        jpath = self._class("org.apache.hadoop.fs.Path")(path)
         return jpath.getFileSystem(self._conf), jpath
+
+    def _class(self, name: str) -> Any:
+        return java_class(self._jvm, name)
 
     def size(self, path: str) -> int | None:
         fs, jpath = self._fs(path)
+        if not fs.exists(jpath):  # asked first: a missing file's exception costs far more through py4j
+            return None
         try:
             return int(fs.getFileStatus(jpath).getLen())
         except Exception as exc:
-            if "FileNotFoundException" in str(exc):
+            if "FileNotFoundException" in str(exc):  # deleted in between
                 return None
             raise
 
@@ -48,10 +54,10 @@ class HadoopFs:
         fs, jpath = self._fs(path)
         stream = fs.open(jpath)
         try:
-            codec = self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(self._conf).getCodec(jpath)
+            codec = self._class("org.apache.hadoop.io.compress.CompressionCodecFactory")(self._conf).getCodec(jpath)
             source = codec.createInputStream(stream) if codec is not None else stream
-            bounded = self._jvm.org.apache.commons.io.input.BoundedInputStream(source, max_bytes)
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+            bounded = self._class("org.apache.commons.io.input.BoundedInputStream")(source, max_bytes)
+            return bytes(self._class("org.apache.commons.io.IOUtils").toByteArray(bounded))
         finally:
             stream.close()
 
@@ -61,8 +67,8 @@ class HadoopFs:
         stream = fs.open(jpath)
         try:
             stream.seek(offset)
-            bounded = self._jvm.org.apache.commons.io.input.BoundedInputStream(stream, length)
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+            bounded = self._class("org.apache.commons.io.input.BoundedInputStream")(stream, length)
+            return bytes(self._class("org.apache.commons.io.IOUtils").toByteArray(bounded))
         finally:
             stream.close()
 
@@ -78,7 +84,7 @@ class HadoopFs:
             try:
                 if prefix:
                     out.write(bytearray(prefix))
-                self._jvm.org.apache.commons.io.IOUtils.copyLarge(stream, out, 0, length)
+                self._class("org.apache.commons.io.IOUtils").copyLarge(stream, out, 0, length)
             finally:
                 out.close()
         finally:
@@ -88,7 +94,9 @@ class HadoopFs:
         """What Spark's ``input_file_name()`` says of a record of the file at ``path`` (a
         qualified path): its URL-encoded form, a local file's as ``file:///...``."""
         encoded = str(
-            self._jvm.org.apache.spark.paths.SparkPath.fromPath(self._jvm.org.apache.hadoop.fs.Path(path)).urlEncoded()
+            self._class("org.apache.spark.paths.SparkPath")
+            .fromPath(self._class("org.apache.hadoop.fs.Path")(path))
+            .urlEncoded()
         )
         return (
             f"file://{encoded[len('file:') :]}"
