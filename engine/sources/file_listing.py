@@ -11,6 +11,7 @@ path, so a glob means what it means to Spark). :class:`FileEntry` is what a work
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -28,6 +29,8 @@ from engine.storage.options import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 GLOB = re.compile(r"[*?\[{]")
 SCHEME = r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?"
@@ -55,12 +58,39 @@ def directory_prefix(path: str) -> str:
     return head.rsplit("/", 1)[0] or "/"
 
 
-def list_files(spark: SparkSession, patterns: list[str]) -> list[tuple[str, int, int]]:
+def list_files(spark: SparkSession, patterns: list[str], *, key: str = "") -> list[tuple[str, int, int]]:
     """``(hadoop path, bytes, mtime ms)`` of every visible file under ``patterns``, recursively:
-    local patterns walked from Python, the others listed by Spark."""
+    local patterns walked from Python, the others listed by Spark. A file a glob matches by name is
+    left out too when its name is hidden: Spark's readers drop such a file's records even when a
+    path names it, and a run that listed it would log it as read (issue 74: silent loss). The
+    source (``key``) says which it left out (:func:`_say_skipped`)."""
     local = [p for p in patterns if local_path(p) is not None]
     remote = [p for p in patterns if local_path(p) is None]
-    return local_listing(HadoopFs(spark), local) + spark_listing(spark, remote)
+    found = local_listing(HadoopFs(spark), local) + spark_listing(spark, remote)
+    visible = [entry for entry in found if not hidden(entry[0].rsplit("/", 1)[-1])]
+    if len(visible) < len(found):
+        _say_skipped(sorted({entry[0] for entry in found} - {entry[0] for entry in visible}), key)
+    return visible
+
+
+MARKERS = re.compile(r"^(_SUCCESS|_committed_.*|_started_.*|\..*\.crc)$")
+"""Hidden names that writers leave beside their data (Hadoop's and Spark's commit markers,
+checksums): skipped without a word."""
+
+
+def _say_skipped(paths: list[str], key: str) -> None:
+    named = [p for p in paths if not MARKERS.match(p.rsplit("/", 1)[-1])]
+    if not named:
+        return
+    shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+    where = f"{key}: " if key else ""
+    log.warning(
+        "%s%d file(s) matched but not read: Spark's readers skip names starting with `_` or `.` "
+        "(rename them to have them read): %s",
+        where,
+        len(named),
+        shown,
+    )
 
 
 def local_listing(fs: HadoopFs, patterns: list[str]) -> list[tuple[str, int, int]]:

@@ -73,7 +73,7 @@ class FilePlanner:
         patterns = [p for p in self.conf.paths() if fs.matches(p)]  # a glob matching nothing yet is no data
         single = f"files:{self.conf.paths()[0]}" if self.conf.datasets == "single" else None
         found: dict[str, FileEntry] = {}
-        for path, size, mtime in list_files(spark, patterns):
+        for path, size, mtime in list_files(spark, patterns, key=f"{self.key}.path"):
             dataset = single or f"files:{path.rsplit('/', 1)[0]}"
             found[path] = FileEntry(path=path, size=size, mtime_ms=mtime, dataset=dataset)
         return list(found.values())
