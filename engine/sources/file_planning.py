@@ -14,6 +14,7 @@ start time.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -29,6 +30,8 @@ from engine.state.store import FileKey
 from engine.state.watermarks import LAST_PATH, FileWatermark, TimestampWatermark, parse_timestamp
 from engine.storage.hadoop import HadoopFs
 from engine.storage.partitions import PartitionLayout
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,8 +90,10 @@ class FilePlanner:
     # -- new files -----------------------------------------------------------------------------
 
     def _plan_new_files(self, files: list[FileEntry], ctx: PlanContext, fs: HadoopFs) -> list[WorkUnit]:
-        cutoff = int((ctx.now.replace(tzinfo=timezone.utc).timestamp() - float(self.conf.min_age)) * 1000)
+        now_ms = int(ctx.now.replace(tzinfo=timezone.utc).timestamp() * 1000)
+        cutoff = now_ms - int(float(self.conf.min_age) * 1000)
         start, end = self._range_ms()
+        self._say_future(files, now_ms)
         by_dataset = _group(files)
         known = set(by_dataset) | set(ctx.state)
         lows = {d: self._file_low(d, ctx) for d in known}
@@ -109,6 +114,23 @@ class FilePlanner:
             high = _advance(low, picked, self._lookback_ms)
             units.append(WorkUnit(cand.dataset, low, high, size=_size(picked), payload=picked, note=note))
         return units
+
+    def _say_future(self, files: list[FileEntry], now_ms: int) -> None:
+        """Warn of files modified after now (their writer's clock is ahead): none is read before its
+        time has passed, which must not go unsaid (issue 74 item 5)."""
+        ahead = sorted((f for f in files if f.mtime_ms > now_ms), key=lambda f: f.position)
+        if not ahead:
+            return
+        last = datetime.fromtimestamp(ahead[-1].mtime_ms / 1000, tz=timezone.utc)
+        shown = ", ".join(f.path for f in ahead[:5]) + (f" and {len(ahead) - 5} more" if len(ahead) > 5 else "")
+        log.warning(
+            "%s.path: %d file(s) modified in the future (up to %s UTC: the clock of what wrote them is "
+            "ahead) are not read until that time has passed: %s",
+            self.key,
+            len(ahead),
+            f"{last:%Y-%m-%d %H:%M:%S}",
+            shown,
+        )
 
     def _new_file_candidates(
         self,

@@ -3,6 +3,11 @@ rather than writing its jobs. Each case failed before its fix: data lost or doub
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from typing import Any
+
 from tests.catalogue.case import TRACE_MARKERS, Case, Rows, Step, job_file
 
 RUN = ("job=j",)
@@ -18,6 +23,16 @@ def paths_logged(*names: str) -> Rows:
         check=lambda t: sorted(p.rsplit("/", 1)[-1] for p in t.column("path").to_pylist()) == sorted(names),
         why=f"the file log names {sorted(names)}",
     )
+
+
+def modified_in(seconds: float, name: str) -> Any:
+    """Set ``{dir}/<name>``'s modification time ``seconds`` from now (a writer whose clock is ahead)."""
+
+    def set_time(root: Path) -> None:
+        when = time.time() + seconds
+        os.utime(root / name, (when, when))
+
+    return set_time
 
 
 CASES: list[Case] = [
@@ -59,5 +74,27 @@ CASES: list[Case] = [
             ),
         ),
         files=job_file("j", PLAIN.replace("in/*.json", "in/*")),
+    ),
+    Case(  # it was skipped without a word until the clock passed its time
+        "a-file-modified-in-the-future-is-said-and-read-once-its-time-has-passed",
+        "74.5",
+        (
+            Step(
+                RUN,
+                0,
+                says=("sources.in.path: 1 file(s) modified in the future", "in/b.json"),
+                files={"in/a.json": '{"id": 1}\n', "in/b.json": '{"id": 2}\n'},
+                before=modified_in(86_400, "in/b.json"),
+                tables={"lake": Rows(count=1, values={"id": [1]}), "_engine/files_read": paths_logged("a.json")},
+            ),
+            Step(  # its writer's clock set right: it is read
+                RUN,
+                0,
+                never=(*TRACE_MARKERS, "modified in the future"),
+                before=modified_in(0, "in/b.json"),
+                tables={"lake": Rows(count=2, values={"id": [1, 2]})},
+            ),
+        ),
+        files=job_file("j", PLAIN),
     ),
 ]
