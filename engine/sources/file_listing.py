@@ -68,8 +68,7 @@ def list_files(spark: SparkSession, patterns: list[str], *, key: str = "") -> li
     remote = [p for p in patterns if local_path(p) is None]
     found = local_listing(HadoopFs(spark), local) + spark_listing(spark, remote)
     visible = [entry for entry in found if not hidden(entry[0].rsplit("/", 1)[-1])]
-    if len(visible) < len(found):
-        _say_skipped(sorted({entry[0] for entry in found} - {entry[0] for entry in visible}), key)
+    _say_skipped(sorted(entry[0] for entry in found if hidden(entry[0].rsplit("/", 1)[-1])), key)
     return visible
 
 
@@ -78,11 +77,17 @@ MARKERS = re.compile(r"^(_SUCCESS|_committed_.*|_started_.*|\..*\.crc)$")
 checksums): skipped without a word."""
 
 
+def first_few(paths: list[str], shown: int = 5) -> str:
+    """The first ``shown`` paths, and how many more (a warning's list of files)."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
 def _say_skipped(paths: list[str], key: str) -> None:
     named = [p for p in paths if not MARKERS.match(p.rsplit("/", 1)[-1])]
     if not named:
         return
-    shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+    shown = first_few(named)
     where = f"{key}: " if key else ""
     log.warning(
         "%s%d file(s) matched but not read: Spark's readers skip names starting with `_` or `.` "

@@ -23,7 +23,7 @@ from engine.errors import ConfigError
 from engine.sources.appended import changed
 from engine.sources.base import PlanContext
 from engine.sources.conf import FilesSourceConf
-from engine.sources.file_listing import FileEntry, bare, list_files
+from engine.sources.file_listing import FileEntry, bare, first_few, list_files
 from engine.sources.workunits import Candidate, Size, WorkUnit, take
 from engine.state.errors import FileLogLostError
 from engine.state.store import FileKey
@@ -122,7 +122,7 @@ class FilePlanner:
         if not ahead:
             return
         last = datetime.fromtimestamp(ahead[-1].mtime_ms / 1000, tz=timezone.utc)
-        shown = ", ".join(f.path for f in ahead[:5]) + (f" and {len(ahead) - 5} more" if len(ahead) > 5 else "")
+        shown = first_few([f.path for f in ahead])
         log.warning(
             "%s.path: %d file(s) modified in the future (up to %s UTC: the clock of what wrote them is "
             "ahead) are not read until that time has passed: %s",
